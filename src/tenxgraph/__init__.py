@@ -1,0 +1,39 @@
+"""tenxgraph: an async-first agent runtime.
+
+The names below are imported on first use, so `import tenxgraph` stays cheap (and never imports
+litellm).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    "AgentState": "tenxgraph.core.state",
+    "Message": "tenxgraph.core.state",
+    "START": "tenxgraph.utils.constants",
+    "END": "tenxgraph.utils.constants",
+}
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state import AgentState, Message
+    from tenxgraph.utils.constants import END, START
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tenxgraph' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = ["END", "START", "AgentState", "Message", "__version__"]

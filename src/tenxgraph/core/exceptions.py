@@ -1,0 +1,122 @@
+"""Exceptions raised by tenxgraph.
+
+Every error carries a stable `error_code` (for logs and alerting), a human message that says
+what went wrong and what to do, and an optional `context` dict with the details. `str(err)`
+is ``"[CODE] message"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GraphError(Exception):
+    """Base class of every tenxgraph error."""
+
+    default_code = "GRAPH_000"
+
+    def __init__(
+        self,
+        message: str,
+        error_code: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        self.message = message
+        self.error_code = error_code or self.default_code
+        self.context: dict[str, Any] = dict(context or {})
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return f"[{self.error_code}] {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, error_code={self.error_code!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description of the error, for logs and API responses."""
+        return {
+            "error_type": type(self).__name__,
+            "error_code": self.error_code,
+            "message": self.message,
+            "context": self.context,
+        }
+
+
+class NodeError(GraphError):
+    """A node raised; the original exception is the `__cause__`."""
+
+    default_code = "NODE_001"
+
+
+class NodeTimeoutError(NodeError):
+    """A node (NODE_TIMEOUT_001) or a tool (NODE_TIMEOUT_002) ran past its time limit."""
+
+    default_code = "NODE_TIMEOUT_001"
+
+
+class GraphRecursionError(GraphError):
+    """A run executed more steps than its `recursion_limit` allows."""
+
+    default_code = "RECURSION_001"
+
+
+class GraphStopRequested(Exception):
+    """Raised inside a run when `app.stop(config)` asked it to stop."""
+
+
+class StorageError(GraphError):
+    """A checkpointer could not read or write."""
+
+    default_code = "STORAGE_000"
+
+
+class TransientStorageError(StorageError):
+    """A storage failure that may succeed on retry (connection lost, lock timeout)."""
+
+    default_code = "STORAGE_TRANSIENT_001"
+
+
+class SerializationError(StorageError):
+    """Stored data could not be encoded or decoded; the message names the thread and field."""
+
+    default_code = "STORAGE_SERIALIZATION_001"
+
+
+class SchemaVersionError(StorageError):
+    """The database schema is newer than this version of tenxgraph understands."""
+
+    default_code = "STORAGE_SCHEMA_001"
+
+
+class StaleStateError(StorageError):
+    """A write was based on a version of the thread that another writer already replaced."""
+
+    default_code = "STORAGE_CONFLICT_001"
+
+
+class ResourceNotFoundError(StorageError):
+    """The thread, message or record asked for does not exist."""
+
+    default_code = "STORAGE_NOT_FOUND_001"
+
+
+class MetricsError(GraphError):
+    """A metrics or callback sink failed."""
+
+    default_code = "METRICS_001"
+
+
+__all__ = [
+    "GraphError",
+    "GraphRecursionError",
+    "GraphStopRequested",
+    "MetricsError",
+    "NodeError",
+    "NodeTimeoutError",
+    "ResourceNotFoundError",
+    "SchemaVersionError",
+    "SerializationError",
+    "StaleStateError",
+    "StorageError",
+    "TransientStorageError",
+]

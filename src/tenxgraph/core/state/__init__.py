@@ -1,0 +1,73 @@
+"""The data model: content blocks, messages, state, reducers, stream chunks, context managers.
+
+Pure data, no I/O: everything here is a pydantic model or a plain function.
+"""
+
+from tenxgraph.core.state.agent_state import AgentState
+from tenxgraph.core.state.context_manager import BaseContextManager, MessageContextManager
+from tenxgraph.core.state.execution_state import (
+    ExecMeta,
+    ExecutionState,
+    ExecutionStatus,
+    StopRequestStatus,
+)
+from tenxgraph.core.state.message import Message, TokenUsages
+from tenxgraph.core.state.message_block import (
+    AnnotationBlock,
+    AnnotationRef,
+    AudioBlock,
+    ContentBlock,
+    DataBlock,
+    DocumentBlock,
+    ErrorBlock,
+    ImageBlock,
+    MediaRef,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
+from tenxgraph.core.state.reducers import (
+    add_messages,
+    append_items,
+    remove_tool_messages,
+    replace_messages,
+    replace_value,
+)
+from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
+from tenxgraph.core.state.tool_result import ToolResult
+
+__all__ = [
+    "AgentState",
+    "AnnotationBlock",
+    "AnnotationRef",
+    "AudioBlock",
+    "BaseContextManager",
+    "ContentBlock",
+    "DataBlock",
+    "DocumentBlock",
+    "ErrorBlock",
+    "ExecMeta",
+    "ExecutionState",
+    "ExecutionStatus",
+    "ImageBlock",
+    "MediaRef",
+    "Message",
+    "MessageContextManager",
+    "ReasoningBlock",
+    "StopRequestStatus",
+    "StreamChunk",
+    "StreamEvent",
+    "TextBlock",
+    "TokenUsages",
+    "ToolCallBlock",
+    "ToolResult",
+    "ToolResultBlock",
+    "VideoBlock",
+    "add_messages",
+    "append_items",
+    "remove_tool_messages",
+    "replace_messages",
+    "replace_value",
+]

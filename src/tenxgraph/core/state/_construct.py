@@ -1,0 +1,67 @@
+"""Build pydantic models from values already known to be valid, skipping validation.
+
+Hot paths (text messages, streaming deltas, stream chunks) create many small models whose field
+values the runtime itself produced. Validating them again costs several microseconds each; this
+fills the same fields (defaults and factories included) directly. Only trusted callers use it,
+with values of the declared types; anything from users goes through normal validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+M = TypeVar("M", bound=BaseModel)
+
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, Enum)
+_setattr = object.__setattr__
+
+
+class _Plan:
+    """Per class: a template of the constant defaults, the factories, the required names."""
+
+    __slots__ = ("factories", "required", "template")
+
+    def __init__(self, cls: type[BaseModel]) -> None:
+        self.template: dict[str, Any] = {}
+        self.factories: list[tuple[str, Callable[[], Any]]] = []
+        required: list[str] = []
+        for name, info in cls.model_fields.items():
+            self.template[name] = None
+            if info.default_factory is not None:
+                self.factories.append((name, info.default_factory))  # type: ignore[arg-type]
+            elif info.default is PydanticUndefined:
+                required.append(name)
+            elif isinstance(info.default, _IMMUTABLE):
+                self.template[name] = info.default
+            else:
+                raise TypeError(f"{cls.__name__}.{name}: mutable default; use a default_factory")
+        self.required = frozenset(required)
+
+
+_plans: dict[type[BaseModel], _Plan] = {}
+
+
+def trusted(cls: type[M], **values: Any) -> M:
+    """An instance of `cls` holding `values` plus the defaults of the other fields."""
+    plan = _plans.get(cls)
+    if plan is None:
+        plan = _plans[cls] = _Plan(cls)
+    if not plan.required <= values.keys():
+        missing = sorted(plan.required - values.keys())
+        raise TypeError(f"{cls.__name__}: required fields missing: {missing}")
+    fields = plan.template.copy()
+    fields.update(values)
+    for name, factory in plan.factories:
+        if name not in values:
+            fields[name] = factory()
+    model = cls.__new__(cls)
+    _setattr(model, "__dict__", fields)
+    _setattr(model, "__pydantic_fields_set__", set(values))
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model

@@ -1,0 +1,64 @@
+"""Context managers decide which part of a long history the model sees on the next call."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
+
+from tenxgraph.core.state.agent_state import AgentState
+from tenxgraph.core.state.message import Message
+from tenxgraph.core.state.reducers import remove_tool_messages
+
+S = TypeVar("S", bound=AgentState)
+
+
+class BaseContextManager(ABC, Generic[S]):
+    """Trims or condenses `state.context` before a model call. Implement both forms."""
+
+    @abstractmethod
+    def trim_context(self, state: S) -> S:
+        """Return the state whose `context` the model should see."""
+
+    @abstractmethod
+    async def atrim_context(self, state: S) -> S:
+        """Async form of `trim_context`."""
+
+
+class MessageContextManager(BaseContextManager[S]):
+    """Keep system messages, the first message, and the last `max_messages` user turns (each
+    user message with everything after it).
+
+    Cutting only at user messages means an assistant tool call is never separated from its tool
+    results. With `remove_tool_msgs=True`, finished tool exchanges are dropped as well (see
+    `remove_tool_messages`). The input state is not modified: a trimmed copy is returned, and the
+    same state object when nothing needed trimming.
+    """
+
+    def __init__(self, max_messages: int = 10, remove_tool_msgs: bool = False) -> None:
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be at least 1, got {max_messages}")
+        self.max_messages = max_messages
+        self.remove_tool_msgs = remove_tool_msgs
+
+    def trim_messages(self, messages: list[Message]) -> list[Message]:
+        """The messages to keep, in their original order."""
+        user_turns = [i for i, m in enumerate(messages) if m.role == "user"]
+        if len(user_turns) > self.max_messages:
+            cut = user_turns[-self.max_messages]
+            head = [m for i, m in enumerate(messages[:cut]) if i == 0 or m.role == "system"]
+            messages = head + messages[cut:]
+        if self.remove_tool_msgs:
+            messages = remove_tool_messages(messages)
+        return messages
+
+    def trim_context(self, state: S) -> S:
+        kept = self.trim_messages(state.context)
+        if len(kept) == len(state.context):
+            return state
+        return state.model_copy(update={"context": kept})
+
+    async def atrim_context(self, state: S) -> S:
+        return self.trim_context(state)
+
+
+__all__ = ["BaseContextManager", "MessageContextManager"]

@@ -1,0 +1,39 @@
+"""`StreamChunk`: one event of a streamed run."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+
+from tenxgraph.core.state.agent_state import AgentState
+from tenxgraph.core.state.message import Message
+
+
+class StreamEvent(StrEnum):
+    """What a chunk carries: a message, a state snapshot, a progress update or an error."""
+
+    STATE = "state"
+    MESSAGE = "message"
+    ERROR = "error"
+    UPDATES = "updates"
+
+
+class StreamChunk(BaseModel):
+    """One streamed event. Each chunk is a new object with its own `timestamp`."""
+
+    model_config = ConfigDict(use_enum_values=True)
+
+    event: StreamEvent = StreamEvent.MESSAGE
+    message: Message | None = None
+    state: SerializeAsAny[AgentState] | None = None
+    data: dict[str, Any] | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    timestamp: float = Field(default_factory=time.time)
+
+
+__all__ = ["StreamChunk", "StreamEvent"]

@@ -1,0 +1,25 @@
+"""Public helpers: constants and enums (interrupt and Command join them with the engine)."""
+
+from tenxgraph.utils.constants import (
+    DEFAULT_ANONYMOUS_USER_ID,
+    DEFAULT_MAX_PARALLEL_TOOLS,
+    DEFAULT_NODE_TIMEOUT_SECONDS,
+    DEFAULT_RECURSION_LIMIT,
+    DEFAULT_TOOL_TIMEOUT_SECONDS,
+    END,
+    START,
+    ExecutionState,
+    ResponseGranularity,
+)
+
+__all__ = [
+    "DEFAULT_ANONYMOUS_USER_ID",
+    "DEFAULT_MAX_PARALLEL_TOOLS",
+    "DEFAULT_NODE_TIMEOUT_SECONDS",
+    "DEFAULT_RECURSION_LIMIT",
+    "DEFAULT_TOOL_TIMEOUT_SECONDS",
+    "END",
+    "START",
+    "ExecutionState",
+    "ResponseGranularity",
+]
