@@ -14,9 +14,9 @@ from tenxgraph.core.state import (
     MessageContextManager,
     ReasoningBlock,
     TextBlock,
+    TokenUsages,
     ToolCallBlock,
     ToolResultBlock,
-    TokenUsages,
     add_messages,
 )
 

@@ -16,7 +16,8 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 def test_readme_opens_with_the_two_commands() -> None:
     first_block = re.search(r"```bash\n(.*?)```", README, re.S)
-    assert first_block is not None and README.index(first_block.group(0)) < README.index("\n## ")
+    assert first_block is not None
+    assert README.index(first_block.group(0)) < README.index("\n## ")
     lines = first_block.group(1).strip().splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("python3 -m pip install . && python3 examples/")

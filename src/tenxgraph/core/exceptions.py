@@ -29,6 +29,10 @@ class GraphError(Exception):
     def __str__(self) -> str:
         return f"[{self.error_code}] {self.message}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keep the code and context across pickling (multiprocessing, task queues)
+        return (type(self), (self.message, self.error_code, self.context))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, error_code={self.error_code!r})"
 

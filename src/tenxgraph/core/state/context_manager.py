@@ -28,8 +28,9 @@ class MessageContextManager(BaseContextManager[S]):
     """Keep system messages, the first message, and the last `max_messages` user turns (each
     user message with everything after it).
 
-    Cutting only at user messages means an assistant tool call is never separated from its tool
-    results. With `remove_tool_msgs=True`, finished tool exchanges are dropped as well (see
+    Cutting only at user messages (and keeping a tool-calling first message with its results)
+    means an assistant tool call is never separated from its tool results. With
+    `remove_tool_msgs=True`, finished tool exchanges are dropped as well (see
     `remove_tool_messages`). The input state is not modified: a trimmed copy is returned, and the
     same state object when nothing needed trimming.
     """
@@ -45,7 +46,11 @@ class MessageContextManager(BaseContextManager[S]):
         user_turns = [i for i, m in enumerate(messages) if m.role == "user"]
         if len(user_turns) > self.max_messages:
             cut = user_turns[-self.max_messages]
-            head = [m for i, m in enumerate(messages[:cut]) if i == 0 or m.role == "system"]
+            first = 1  # the first message, with its tool results when it asks for tools
+            if messages[0].role == "assistant" and messages[0].has_tool_calls():
+                while first < cut and messages[first].role == "tool":
+                    first += 1
+            head = [m for i, m in enumerate(messages[:cut]) if i < first or m.role == "system"]
             messages = head + messages[cut:]
         if self.remove_tool_msgs:
             messages = remove_tool_messages(messages)

@@ -42,7 +42,8 @@ class MediaRef(BaseModel):
     @model_validator(mode="after")
     def _kind_has_its_field(self) -> MediaRef:
         field = _FIELD_FOR_KIND[self.kind]
-        if not getattr(self, field):
+        value = getattr(self, field)
+        if value is None or (value == "" and self.kind != "data"):  # "" is valid empty data
             raise ValueError(
                 f"MediaRef(kind={self.kind!r}) needs `{field}` to be set; "
                 f"pass {field}=... or choose the kind that matches the data you have"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
@@ -26,7 +26,8 @@ class StreamChunk(BaseModel):
 
     model_config = ConfigDict(use_enum_values=True)
 
-    event: StreamEvent = StreamEvent.MESSAGE
+    # The value, not the member: a default is not validated, so use_enum_values would not apply.
+    event: StreamEvent = cast(StreamEvent, StreamEvent.MESSAGE.value)
     message: Message | None = None
     state: SerializeAsAny[AgentState] | None = None
     data: dict[str, Any] | None = None

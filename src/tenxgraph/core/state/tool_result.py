@@ -47,7 +47,9 @@ class ToolResult:
         )
 
     def __hash__(self) -> int:
-        return hash((type(self.message).__name__, tuple(sorted(self.state or ())), self.is_error))
+        # Only what equal results surely share: `message` may be unhashable, and equal messages
+        # can differ in type (1 == 1.0, a StrEnum member == its str).
+        return hash((frozenset(self.state or ()), self.is_error))
 
     def __repr__(self) -> str:
         return (
