@@ -5,7 +5,8 @@
 Each scenario is a module in benchmarks/scenarios/ that, run as a script with
 `--framework NAME`, prints one JSON object of measurements (lower is better). Frameworks are run
 in alternating fresh processes for `--rounds` rounds and the median of each figure is reported,
-with the ratio peer / tenxgraph (so 3.0x means tenxgraph is three times faster).
+with the ratio peer / tenxgraph (so 3.0x means tenxgraph is three times faster; for figures
+where higher is better, named `*_per_s`, the ratio is tenxgraph / peer, read the same way).
 """
 
 from __future__ import annotations
@@ -55,14 +56,18 @@ def main() -> None:
     }
     ours = medians["tenxgraph"]
     names = list(medians)
-    print(f"scenario {args.scenario}: median of {args.rounds} rounds (lower is better)")
+    print(f"scenario {args.scenario}: median of {args.rounds} rounds (ratio >1: tenxgraph ahead)")
     header = f"{'measure':<34}" + "".join(f"{n:>14}" for n in names)
     header += "".join(f"{n + '/ours':>18}" for n in names[1:])
     print(header)
     for key in ours:
         row = f"{key:<34}" + "".join(f"{medians[n].get(key, float('nan')):>14.3f}" for n in names)
         for n in names[1:]:
-            ratio = medians[n].get(key, float("nan")) / ours[key] if ours[key] else float("nan")
+            theirs = medians[n].get(key, float("nan"))
+            if key.endswith("_per_s"):
+                ratio = ours[key] / theirs if theirs else float("nan")
+            else:
+                ratio = theirs / ours[key] if ours[key] else float("nan")
             row += f"{ratio:>17.1f}x"
         print(row)
 

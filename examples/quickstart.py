@@ -1,83 +1,73 @@
-"""Quick start: build a conversation from typed messages and watch the reducers at work.
+"""Quick start: a small graph that keeps a conversation thread and streams its answer.
 
     python examples/quickstart.py
 
-Runs offline. It builds the kind of history an agent produces (a question, a tool call, its
-result, the answer), merges it the way a graph run does, and trims it for the next model call.
+Runs offline. The `reply` node stands in for a model call: it streams partial (`delta=True`)
+messages while it "types", then returns the complete answer, which is what gets stored.
 """
 
 from __future__ import annotations
 
-from tenxgraph.core.state import (
-    AgentState,
-    Message,
-    MessageContextManager,
-    ReasoningBlock,
-    TextBlock,
-    TokenUsages,
-    ToolCallBlock,
-    ToolResultBlock,
-    add_messages,
-)
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from tenxgraph.core.graph import StateGraph
+from tenxgraph.core.state import AgentState, Message, append_items
+from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+from tenxgraph.utils.constants import END, START
 
 
-class SupportState(AgentState):
-    """A custom state: the conversation plus the fields this app needs."""
+class TripState(AgentState):
+    """The conversation plus the fields this app needs."""
 
-    customer_id: str = ""
-
-
-def build_turn(question: str, city: str, weather: str) -> list[Message]:
-    call_id = f"call_{city.lower()}"
-    return [
-        Message.text_message(question),
-        Message(
-            role="assistant",
-            content=[
-                ReasoningBlock(summary=f"The user asks about {city}; look it up."),
-                ToolCallBlock(id=call_id, name="get_weather", args={"city": city}),
-            ],
-            usages=TokenUsages(prompt_tokens=42, completion_tokens=9, total_tokens=51),
-        ),
-        Message.tool_message(
-            [ToolResultBlock(call_id=call_id, output={"city": city, "weather": weather})]
-        ),
-        Message(
-            role="assistant",
-            content=[TextBlock(text=f"The weather in {city}: {weather}.")],
-            usages=TokenUsages(prompt_tokens=70, completion_tokens=8, total_tokens=78),
-        ),
-    ]
+    city: str = ""
+    visited: Annotated[list[str], append_items] = []
 
 
-def main() -> None:
-    state = SupportState(customer_id="c-42")
-    for question, city, weather in [
-        ("What is the weather in Paris?", "Paris", "Sunny, 22C"),
-        ("And in Tokyo?", "Tokyo", "Cloudy, 18C"),
-        ("And in Lima?", "Lima", "Foggy, 16C"),
-    ]:
-        turn = build_turn(question, city, weather)
-        # A node's output merges through the field's reducer; re-sent messages are skipped.
-        state.context = add_messages(state.context, turn + turn[:1])
+def pick_city(state: TripState) -> dict[str, object]:
+    """Read the last user message and remember the city it names."""
+    words = state.context[-1].text().rstrip("?!.").split()
+    city = words[-1].title() if words else "Paris"
+    return {"city": city, "visited": [city]}
 
-    print(f"customer {state.customer_id}: {len(state.context)} messages")
-    for message in state.context:
-        calls = ", ".join(f"{c.name}({c.args})" for c in message.tool_call_blocks())
-        print(f"  {message.role:>9}: {message.text() or calls}")
 
-    used = sum(m.usages.total_tokens for m in state.context if m.usages)
-    print(f"tokens used: {used}")
+async def reply(state: TripState) -> AsyncIterator[Message]:
+    """Stream an answer word by word, then return it whole."""
+    answer = f"{state.city} is a fine choice. So far you asked about: {', '.join(state.visited)}."
+    message_id = f"answer-{len(state.context)}"
+    for word in answer.split(" "):
+        yield Message.text_message(word + " ", "assistant", message_id, delta=True)
+    yield Message.text_message(answer, "assistant", message_id)
 
-    trimmed = MessageContextManager(max_messages=1).trim_context(state)
-    print(f"the next model call sees {len(trimmed.context)} of {len(state.context)} messages:")
-    for message in trimmed.context:
-        print(f"  {message.role:>9}: {message.text() or '(tool call)'}")
 
-    restored = SupportState.model_validate_json(state.model_dump_json())
-    assert restored == state, "a state round-trips through JSON unchanged"
-    print("state round-trips through JSON: ok")
+def build() -> object:
+    graph = StateGraph(TripState)
+    graph.add_node(pick_city)
+    graph.add_node(reply)
+    graph.add_edge(START, "pick_city")
+    graph.add_edge("pick_city", "reply")
+    graph.add_edge("reply", END)
+    return graph.compile(checkpointer=InMemoryCheckpointer())
+
+
+async def main() -> None:
+    app = build()
+    config = {"thread_id": "trip-1"}
+
+    result = await app.ainvoke({"messages": [Message.text_message("Tell me about Lisbon")]}, config)
+    print("user:     ", result["messages"][0].text())
+    print("assistant:", result["messages"][-1].text())
+
+    print("assistant: ", end="")
+    async for chunk in app.astream({"messages": [Message.text_message("And Kyoto?")]}, config):
+        if chunk.message is not None and chunk.message.delta:
+            print(chunk.message.text(), end="", flush=True)
+    print()
+
+    state = await app.aget_state(config)
+    print(f"thread {config['thread_id']}: {len(state.context)} messages, visited {state.visited}")
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,11 @@ def test_readme_opens_with_the_two_commands() -> None:
 @pytest.mark.parametrize(
     "block", re.findall(r"```python\n(.*?)```", README, re.S), ids=lambda b: b.splitlines()[0]
 )
-def test_readme_python_block_runs(block: str) -> None:
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+def test_readme_python_block_runs(block: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a real module, as a user's script would be, so pydantic can resolve its annotations
+    module = types.ModuleType("readme_block")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(block, "README.md", "exec", dont_inherit=True), module.__dict__)
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)

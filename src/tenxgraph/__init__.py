@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
+    "StateGraph": "tenxgraph.core.graph",
+    "CompiledGraph": "tenxgraph.core.graph",
     "AgentState": "tenxgraph.core.state",
     "Message": "tenxgraph.core.state",
     "START": "tenxgraph.utils.constants",
@@ -19,6 +21,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph import CompiledGraph, StateGraph
     from tenxgraph.core.state import AgentState, Message
     from tenxgraph.utils.constants import END, START
 
@@ -36,4 +39,12 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = ["END", "START", "AgentState", "Message", "__version__"]
+__all__ = [
+    "END",
+    "START",
+    "AgentState",
+    "CompiledGraph",
+    "Message",
+    "StateGraph",
+    "__version__",
+]

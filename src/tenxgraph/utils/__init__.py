@@ -1,5 +1,6 @@
-"""Public helpers: constants and enums (interrupt and Command join them with the engine)."""
+"""Public helpers: constants, enums and `Command`."""
 
+from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_MAX_PARALLEL_TOOLS,
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT_SECONDS",
     "END",
     "START",
+    "Command",
     "ExecutionState",
     "ResponseGranularity",
 ]

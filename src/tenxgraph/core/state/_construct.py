@@ -18,7 +18,6 @@ from pydantic_core import PydanticUndefined
 M = TypeVar("M", bound=BaseModel)
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, Enum)
-_setattr = object.__setattr__
 
 
 class _Plan:
@@ -59,9 +58,27 @@ def trusted(cls: type[M], **values: Any) -> M:
     for name, factory in plan.factories:
         if name not in values:
             fields[name] = factory()
-    model = cls.__new__(cls)
+    return assemble(cls, fields, set(values))
+
+
+def template(cls: type[BaseModel], **values: Any) -> dict[str, Any]:
+    """Every field of `cls` with its default (factories called), overridden by `values`; for
+    callers that build many instances from one template with `assemble`."""
+    return dict(trusted(cls, **values).__dict__)
+
+
+_setattr = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new = object.__new__
+
+
+def assemble(cls: type[M], fields: dict[str, Any], fields_set: set[str]) -> M:
+    """An instance of `cls` whose `__dict__` is `fields`: every field, already valid."""
+    model = _new(cls)
     _setattr(model, "__dict__", fields)
-    _setattr(model, "__pydantic_fields_set__", set(values))
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, None)
     return model

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-from tenxgraph.core.state._construct import trusted
+from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.message_block import (
     AudioBlock,
     ContentBlock,
@@ -123,16 +123,32 @@ class Message(BaseModel):
 
     @classmethod
     def text_message(
-        cls, content: str, role: Role = "user", message_id: str | int | None = None
+        cls,
+        content: str,
+        role: Role = "user",
+        message_id: str | int | None = None,
+        *,
+        delta: bool = False,
     ) -> Message:
-        """A message holding one `TextBlock`."""
-        if cls is Message and type(content) is str and type(role) is str and role in _ROLES:
-            if message_id is None:
-                message_id = _new_id()
-            if type(message_id) in (str, int):
-                block = trusted(TextBlock, text=content)
-                return trusted(Message, message_id=message_id, role=role, content=[block])
-        return cls(message_id=generate_id(message_id), role=role, content=[TextBlock(text=content)])
+        """A message holding one `TextBlock`; `delta=True` makes it a partial streaming chunk
+        (streamed, never stored)."""
+        if (
+            cls is Message
+            and type(content) is str
+            and type(role) is str
+            and role in _ROLES
+            and type(delta) is bool
+            and (message_id is None or type(message_id) in (str, int))
+        ):
+            return _text_message(
+                content, role, _new_id() if message_id is None else message_id, delta
+            )
+        return cls(
+            message_id=generate_id(message_id),
+            role=role,
+            content=[TextBlock(text=content)],
+            delta=delta,
+        )
 
     @classmethod
     def tool_message(
@@ -237,6 +253,35 @@ class Message(BaseModel):
         if as_type not in _MEDIA_BLOCKS:
             raise ValueError(f"as_type must be one of {sorted(_MEDIA_BLOCKS)}, not {as_type!r}")
         self.content.append(_media_block(as_type, media))
+
+
+# _text_message sets every field that has a default factory itself; keep it that way.
+assert {n for n, f in Message.model_fields.items() if f.default_factory} == {
+    "message_id",
+    "timestamp",
+    "metadata",
+}, "Message gained a field with a default factory: update _text_message"
+assert {n for n, f in TextBlock.model_fields.items() if f.default_factory} == {"annotations"}
+_TEXT_BLOCK = template(TextBlock, text="")
+_TEXT_MESSAGE = template(Message, message_id="", role="user", content=[])
+
+
+def _text_message(content: str, role: str, message_id: str | int, delta: bool) -> Message:
+    """`Message.text_message` without validation: every value here is already known valid.
+    Streaming makes one of these per token, so it is kept to dict copies."""
+    block_fields = _TEXT_BLOCK.copy()
+    block_fields["text"] = content
+    block_fields["annotations"] = []
+    fields = _TEXT_MESSAGE.copy()
+    fields["message_id"] = message_id
+    fields["role"] = role
+    fields["content"] = [assemble(TextBlock, block_fields, {"text"})]
+    fields["timestamp"] = time.time()
+    fields["metadata"] = {}
+    if delta:
+        fields["delta"] = True
+        return assemble(Message, fields, {"message_id", "role", "content", "delta"})
+    return assemble(Message, fields, {"message_id", "role", "content"})
 
 
 _MEDIA_BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | DocumentBlock]] = {

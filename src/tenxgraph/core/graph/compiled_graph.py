@@ -1,0 +1,234 @@
+"""`CompiledGraph`: the runnable app returned by `StateGraph.compile()`."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
+from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node
+from tenxgraph.core.graph.routing import Routing
+from tenxgraph.core.graph.sync_bridge import LoopThread
+from tenxgraph.core.state import AgentState, StreamChunk
+from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.core.state.reducers import add_messages
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, thread_id_of
+from tenxgraph.utils.constants import ResponseGranularity
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.agent_state import Reducer
+
+Input = dict[str, Any] | None
+Config = dict[str, Any] | None
+
+_LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
+
+
+class CompiledGraph:
+    """A validated graph, ready to run. Create it with `StateGraph.compile()`.
+
+    Everything a run needs (node call conventions, reducers, edge tables) was worked out at
+    compile time. Each compiled graph owns its checkpointer, thread locks and loop thread;
+    nothing is shared between two compiled graphs.
+    """
+
+    def __init__(
+        self,
+        *,
+        state: AgentState,
+        specs: dict[str, NodeSpec],
+        routing: Routing,
+        checkpointer: BaseCheckpointer | None,
+        context_manager: BaseContextManager[Any] | None,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+    ) -> None:
+        self._template = state.model_dump(mode="json")
+        self.state_type: type[AgentState] = type(state)
+        self._specs = specs
+        self._routing = routing
+        self.checkpointer = checkpointer
+        self.context_manager = context_manager
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self._fields = frozenset(self.state_type.model_fields)
+        reducers = dict(self.state_type.field_reducers())
+        self._merge_messages: Reducer = reducers.pop("context", add_messages)
+        self._append_only = self._merge_messages is add_messages
+        self._reducers = reducers
+        self._locks: dict[tuple[int, str], list[Any]] = {}
+        self._live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
+        self._active: dict[str, Run] = {}
+        self._loop_thread = LoopThread(f"graph-{id(self):x}")
+        self._finalizer = weakref.finalize(self, self._loop_thread.stop)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _run(self, input_data: Input, config: Config, granularity: Any, streaming: bool) -> Run:
+        granularity = ResponseGranularity(granularity)
+        settings = RunSettings.from_config(config, streaming)
+        want = WANTED[granularity] if streaming else frozenset()
+        return Run(self, input_data, settings, want, granularity)
+
+    async def ainvoke(
+        self,
+        input_data: Input,
+        config: Config = None,
+        response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
+    ) -> dict[str, Any]:
+        """Run the graph to the end (or to a pause) and return the result."""
+        run = self._run(input_data, config, response_granularity, streaming=False)
+        async for _ in run.events():
+            pass
+        return run.result
+
+    def astream(
+        self,
+        input_data: Input,
+        config: Config = None,
+        response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
+    ) -> AsyncIterator[StreamChunk]:
+        """Run the graph, yielding a new `StreamChunk` per event as it happens:
+        ``async for chunk in app.astream(...)``. Close it (``aclosing``) if you stop early."""
+        run = self._run(input_data, config, response_granularity, streaming=True)
+        return run.events()
+
+    def invoke(
+        self,
+        input_data: Input,
+        config: Config = None,
+        response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
+    ) -> dict[str, Any]:
+        """Sync `ainvoke`; safe to call where an event loop is already running."""
+        return self._loop_thread.run(self.ainvoke, input_data, config, response_granularity)
+
+    def stream(
+        self,
+        input_data: Input,
+        config: Config = None,
+        response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
+    ) -> Iterator[StreamChunk]:
+        """Sync `astream`."""
+        return self._loop_thread.iterate(
+            self.astream, input_data, config, response_granularity, keepalive=self
+        )
+
+    # -- state -----------------------------------------------------------------------------
+
+    async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
+        """The thread's stored state (a copy of your own), or None if there is none."""
+        if self.checkpointer is None:
+            return None
+        snapshot = await self.checkpointer.aload(thread_id_of(config), self.state_type)
+        return None if snapshot is None else snapshot.state
+
+    def get_state(self, config: dict[str, Any]) -> AgentState | None:
+        return self._loop_thread.run(self.aget_state, config)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    async def astop(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Ask the run on `config["thread_id"]` to stop. A run in this process stops at once
+        (its running node is cancelled); one in another process sharing the checkpointer stops
+        at its next step boundary."""
+        thread_id = thread_id_of(config)
+        run = self._active.get(thread_id)
+        if run is not None:
+            loop = run.loop
+            if loop is None or loop is asyncio.get_running_loop():
+                run.request_stop()
+            else:
+                loop.call_soon_threadsafe(run.request_stop)
+            return {"ok": True, "running": True}
+        if self.checkpointer is None:
+            return {"ok": False, "running": False, "reason": "not-running"}
+        if await self.checkpointer.aversion(thread_id) is None:
+            return {"ok": False, "running": False, "reason": "no-state"}
+        await self.checkpointer.arequest_stop(thread_id)
+        return {"ok": True, "running": False, "reason": "requested"}
+
+    def stop(self, config: dict[str, Any]) -> dict[str, Any]:
+        thread_id = thread_id_of(config)
+        run = self._active.get(thread_id)
+        if run is not None and run.loop is not None:
+            run.loop.call_soon_threadsafe(run.request_stop)
+            return {"ok": True, "running": True}
+        return self._loop_thread.run(self.astop, config)
+
+    # -- graph editing and lifecycle -------------------------------------------------------
+
+    def override_node(self, name: str, func: NodeFunc) -> CompiledGraph:
+        """Replace a node's function (tests, mocks); edges stay as they are."""
+        if name not in self._specs:
+            raise KeyError(f"No node named {name!r}; nodes are {sorted(self._specs)}")
+        self._specs[name] = compile_node(name, func, self._specs[name].index)
+        return self
+
+    async def aclose(self) -> None:
+        """Close the checkpointer and stop the sync loop thread."""
+        if self.checkpointer is not None:
+            await self.checkpointer.aclose()
+        self._finalizer()
+
+    def close(self) -> None:
+        if self.checkpointer is not None:
+            self._loop_thread.run(self.checkpointer.aclose)
+        self._finalizer()
+
+    async def __aenter__(self) -> CompiledGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- internals used by runs ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _thread_lock(self, thread_id: str) -> AsyncIterator[None]:
+        """Runs on one thread in this process take turns (per event loop)."""
+        key = (id(asyncio.get_running_loop()), thread_id)
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1  # users (holder and waiters) of this lock
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[key]
+
+    def _new_state(self) -> AgentState:
+        return self.state_type.model_validate(self._template)
+
+    async def _checkout(self, thread_id: str) -> tuple[AgentState, int | None]:
+        """The thread's state for a run: kept from the last run if still current, else
+        loaded; a fresh state for a new thread. The run owns it until it ends."""
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return self._new_state(), None
+        kept = self._live.pop(thread_id, None)
+        version = await checkpointer.aversion(thread_id)
+        if kept is not None and kept[0] == version:
+            return kept[1], version
+        if version is None:
+            return self._new_state(), None
+        snapshot = await checkpointer.aload(thread_id, self.state_type)
+        if snapshot is None:
+            return self._new_state(), None
+        return snapshot.state, snapshot.version
+
+    def _remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
+        if self.checkpointer is None or version is None:
+            return
+        self._live[thread_id] = (version, state)
+        if len(self._live) > _LIVE_THREADS:
+            self._live.popitem(last=False)
+
+
+__all__ = ["CompiledGraph"]

@@ -1,0 +1,872 @@
+"""The run loop: one async generator behind `ainvoke`, `astream`, `invoke` and `stream`.
+
+A run is a sequence of super-steps. In each step the active nodes run (concurrently when there
+are several), their outputs merge into the state through the field reducers in a fixed order,
+the step is checkpointed, and the edges give the next set of nodes. Events are only built when
+the consumer asked for them, so `ainvoke` pays for none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from tenxgraph.core.exceptions import (
+    GraphError,
+    GraphRecursionError,
+    NodeError,
+    NodeTimeoutError,
+)
+from tenxgraph.core.graph.node import ASYNC, ASYNC_GEN, NodeOutput, NodeSpec, normalize
+from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
+from tenxgraph.core.state._construct import assemble, template
+from tenxgraph.core.state.agent_state import RESERVED_FIELDS
+from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
+from tenxgraph.core.state.reducers import add_messages
+from tenxgraph.utils.constants import (
+    DEFAULT_ANONYMOUS_USER_ID,
+    DEFAULT_NODE_TIMEOUT_SECONDS,
+    DEFAULT_RECURSION_LIMIT,
+    END,
+    START,
+    ResponseGranularity,
+)
+
+if TYPE_CHECKING:
+    from tenxgraph.core.graph.compiled_graph import CompiledGraph
+
+_STOP_POLL_SECONDS = 0.05
+_CHUNK_SET = frozenset({"event", "thread_id", "run_id", "timestamp"})
+_MESSAGE_CHUNK_SET = frozenset({*_CHUNK_SET, "message"})
+
+WANTED: dict[ResponseGranularity, frozenset[StreamEvent]] = {
+    ResponseGranularity.LOW: frozenset({StreamEvent.MESSAGE, StreamEvent.ERROR}),
+    ResponseGranularity.PARTIAL: frozenset(
+        {StreamEvent.MESSAGE, StreamEvent.ERROR, StreamEvent.STATE}
+    ),
+    ResponseGranularity.FULL: frozenset(StreamEvent),
+}
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """The parts of a run's config the engine itself reads."""
+
+    thread_id: str
+    run_id: str
+    recursion_limit: int
+    node_timeout: float | None
+    node_config: dict[str, Any]
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
+        given = dict(config or {})
+        thread_id = str(given.get("thread_id") or uuid.uuid4())
+        run_id = str(given.get("run_id") or uuid.uuid4())
+        limit = given.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"config['recursion_limit'] must be a positive int, got {limit!r}")
+        timeout = given.get("node_timeout", DEFAULT_NODE_TIMEOUT_SECONDS)
+        if timeout is not None and not isinstance(timeout, int | float):
+            raise ValueError(f"config['node_timeout'] must be seconds or None, got {timeout!r}")
+        given.update(thread_id=thread_id, run_id=run_id, recursion_limit=limit, is_stream=streaming)
+        given.setdefault("user_id", DEFAULT_ANONYMOUS_USER_ID)
+        given.setdefault("node_timeout", timeout)
+        return cls(thread_id, run_id, limit, timeout if timeout else None, given)
+
+
+class _Guard:
+    """Cancels the run's task when a node overruns its time or a stop is asked for, but only
+    while that task is inside node code (`armed`); otherwise the next check raises."""
+
+    __slots__ = ("armed", "handle", "stopping", "task", "timed_out")
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.stopping = False
+        self.timed_out = False
+        self.task: asyncio.Task[Any] | None = None
+        self.handle: asyncio.TimerHandle | None = None
+
+    def start(self, timeout: float | None) -> None:
+        self.timed_out = False
+        if timeout is not None:
+            self.handle = asyncio.get_running_loop().call_later(timeout, self._expire)
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        if self.armed and self.task is not None:
+            self.task.cancel()
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.armed and self.task is not None:
+            self.task.cancel()
+
+    def disarm(self) -> None:
+        self.armed = False
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+    def check(self, spec: NodeSpec, timeout: float | None, *, cancelled: bool) -> None:
+        """Raise the timeout or stop that caused (or raced with) the end of a node call."""
+        if not (self.timed_out or self.stopping):
+            return
+        task = self.task
+        if task is not None and (cancelled or task.cancelling()):
+            task.uncancel()
+        if self.timed_out:
+            raise _timeout_error(spec, timeout)
+        raise _Stopped
+
+
+class _Stopped(Exception):
+    """Internal: the run was asked to stop."""
+
+
+_DONE = object()
+
+
+class Run:
+    """One execution of a compiled graph on one thread."""
+
+    def __init__(
+        self,
+        app: CompiledGraph,
+        input_data: dict[str, Any] | None,
+        settings: RunSettings,
+        want: frozenset[StreamEvent],
+        granularity: ResponseGranularity,
+    ) -> None:
+        self.app = app
+        self.input_data = input_data
+        self.settings = settings
+        self.want = want
+        self.granularity = granularity
+        self.result: dict[str, Any] = {}
+        self.produced: list[Message] = []
+        self.guard = _Guard()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.step_tasks: list[asyncio.Task[Any]] = []
+        self.stop_asked = False
+        self.deferred: set[str] = set()
+        self.version: int | None = None
+        self.chunk_template = template(
+            StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
+        )
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the run to stop: now if a node is running, else at the next step boundary."""
+        self.stop_asked = True
+        self.guard.stop()
+        for task in self.step_tasks:
+            task.cancel()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _chunk(self, event: StreamEvent, **values: Any) -> StreamChunk:
+        fields = self.chunk_template.copy()
+        fields["event"] = event.value
+        fields["timestamp"] = time.time()
+        fields.update(values)
+        return assemble(StreamChunk, fields, {*_CHUNK_SET, *values})
+
+    def _message_chunk(self, message: Message) -> StreamChunk:
+        """The hot path of streaming: one chunk per delta."""
+        fields = self.chunk_template.copy()
+        fields["message"] = message
+        fields["timestamp"] = time.time()
+        return assemble(StreamChunk, fields, set(_MESSAGE_CHUNK_SET))
+
+    def _update(self, status: str, **data: Any) -> StreamChunk:
+        return self._chunk(StreamEvent.UPDATES, data={"status": status, **data})
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[StreamChunk]:
+        """Run to the end, yielding the chunks the consumer wants."""
+        app = self.app
+        thread_id = self.settings.thread_id
+        async with app._thread_lock(thread_id):
+            app._active[thread_id] = self
+            self.loop = asyncio.get_running_loop()
+            self.guard.task = asyncio.current_task()
+            started = time.perf_counter()
+            state: AgentState | None = None
+            try:
+                state, inputs = await self._prepare()
+                if StreamEvent.MESSAGE in self.want:
+                    for message in inputs:
+                        yield self._chunk(
+                            StreamEvent.MESSAGE,
+                            message=message,
+                            metadata={"status": "invoking_graph", "reason": "input message"},
+                        )
+                if StreamEvent.UPDATES in self.want:
+                    yield self._update("invoking_graph")
+                async for chunk in self._steps(state):
+                    yield chunk
+                if StreamEvent.UPDATES in self.want:
+                    yield self._update(
+                        "graph_invoked",
+                        time_taken=time.perf_counter() - started,
+                        token_usage=self.token_usage(),
+                    )
+                self.result = self._result(state, inputs)
+                if self.granularity == ResponseGranularity.LOW:
+                    # other granularities hand out parts of this state: the next run reloads
+                    app._remember(thread_id, self.version, state)
+            except BaseException as exc:
+                if state is not None:
+                    await self._record_failure(state, exc)
+                if isinstance(exc, Exception) and StreamEvent.ERROR in self.want:
+                    yield self._chunk(StreamEvent.ERROR, data=_error_data(exc))
+                raise
+            finally:
+                app._active.pop(thread_id, None)
+
+    async def _prepare(self) -> tuple[AgentState, list[Message]]:
+        """Load (or create) the thread's state and apply the run's input to it."""
+        app = self.app
+        thread_id = self.settings.thread_id
+        state, version = await app._checkout(thread_id)
+        data = self.input_data or {}
+        if not isinstance(data, dict):
+            raise ValueError(
+                "Input must be a dict like {'messages': [Message, ...], 'state': {...}}, "
+                f"not {type(data).__name__}"
+            )
+        unknown = set(data) - {"messages", "state"}
+        if unknown:
+            raise ValueError(
+                f"Unknown input key(s) {sorted(unknown)}; the input takes 'messages' and 'state'"
+            )
+        given = _input_messages(data.get("messages"))
+        # the thread keeps copies: the caller may go on using (and changing) its objects
+        messages = [_copy_message(m) for m in given]
+        if version is None and not messages:
+            raise ValueError(
+                "Input data must contain 'messages' for new execution: this thread "
+                f"({thread_id!r}) has no stored state, so the run needs at least one message, "
+                "e.g. {'messages': [Message.text_message('Hello')]}"
+            )
+        updates = data.get("state") or {}
+        if not isinstance(updates, dict):
+            raise ValueError("input['state'] must be a dict of field names to values")
+        reserved = RESERVED_FIELDS.intersection(updates)
+        if reserved:
+            raise ValueError(
+                f"input['state'] cannot set {sorted(reserved)}: they belong to the runtime. "
+                "Send conversation turns in input['messages']; use your own fields for your data"
+            )
+        fields = app._fields
+        for name, value in updates.items():
+            if name not in fields:
+                raise ValueError(
+                    f"input['state'] names unknown field {name!r}; "
+                    f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
+                )
+            _assign(state, name, value, "input['state']")
+        meta = state.execution_meta
+        meta.status = ExecutionStatus.RUNNING
+        meta.thread_id = thread_id
+        meta.current_node = START
+        meta.interrupted_node = meta.interrupt_reason = meta.interrupt_data = None
+        meta.stop_current_execution = StopRequestStatus.NONE
+        meta.internal_data.pop("error", None)
+        if app.checkpointer is not None and await app.checkpointer.ais_stop_requested(thread_id):
+            await app.checkpointer.aclear_stop_request(thread_id)
+        before = state.context
+        if messages:
+            state.context = app._merge_messages(before, messages)
+        # a new thread stores everything, including messages its initial state came with
+        added = (
+            list(state.context)
+            if version is None
+            else _tail(before, state.context, app._append_only)
+        )
+        self.version = await self._save(state, version, added, rewrite=added is None)
+        return state, given
+
+    async def _steps(self, state: AgentState) -> AsyncIterator[StreamChunk]:
+        app = self.app
+        want = self.want
+        limit = self.settings.recursion_limit
+        frontier = await self._route(state, [(START, NodeOutput())])
+        steps = 0
+        last_poll = time.monotonic()
+        while frontier:
+            if steps >= limit:
+                raise GraphRecursionError(
+                    f"Recursion limit of {limit} steps reached before reaching END (next: "
+                    f"{[s.name for s in frontier]}). If the graph needs more steps, raise it: "
+                    "config={'recursion_limit': 100}",
+                    context={"recursion_limit": limit, "next": [s.name for s in frontier]},
+                )
+            if app.checkpointer is not None and time.monotonic() - last_poll > _STOP_POLL_SECONDS:
+                last_poll = time.monotonic()
+                if await app.checkpointer.ais_stop_requested(self.settings.thread_id):
+                    self.stop_asked = True
+            if self.stop_asked:
+                async for chunk in self._stop(state):
+                    yield chunk
+                return
+            if StreamEvent.UPDATES in want:
+                for spec in frontier:
+                    yield self._update("invoking_node", node=spec.name, step=steps + 1)
+            state.execution_meta.current_node = frontier[-1].name
+            pre = dict(state.__dict__)
+            pre_len = len(state.context)
+            outputs: list[NodeOutput] = []
+            views: list[tuple[AgentState, list[Message]]] = [(state, pre["context"])]
+            try:
+                if len(frontier) == 1:
+                    spec = frontier[0]
+                    if spec.kind == ASYNC_GEN:
+                        output = NodeOutput()
+                        # iterated here rather than in a helper generator: one relay less
+                        # per streamed token
+                        guard = self.guard
+                        timeout = self.settings.node_timeout
+                        agen = spec.call(state, self.settings.node_config)
+                        stream_deltas = StreamEvent.MESSAGE in want
+                        template = self.chunk_template
+                        guard.start(timeout)
+                        try:
+                            while True:
+                                if guard.timed_out or guard.stopping:
+                                    guard.check(spec, timeout, cancelled=False)
+                                guard.armed = True
+                                try:
+                                    item = await agen.__anext__()
+                                except StopAsyncIteration:
+                                    break
+                                except asyncio.CancelledError:
+                                    guard.armed = False
+                                    guard.check(spec, timeout, cancelled=True)
+                                    raise
+                                except Exception as exc:
+                                    raise _node_error(spec, exc) from exc
+                                finally:
+                                    guard.armed = False
+                                if isinstance(item, Message) and item.delta:
+                                    if stream_deltas:
+                                        fields = template.copy()
+                                        fields["message"] = item
+                                        fields["timestamp"] = time.time()
+                                        yield assemble(
+                                            StreamChunk,
+                                            fields,
+                                            {
+                                                "event",
+                                                "thread_id",
+                                                "run_id",
+                                                "timestamp",
+                                                "message",
+                                            },
+                                        )
+                                else:
+                                    self._collect(spec, item, output)
+                            guard.check(spec, timeout, cancelled=False)
+                        finally:
+                            guard.disarm()
+                            await agen.aclose()
+                    else:
+                        output = await self._run_single(spec, state)
+                    outputs.append(output)
+                else:
+                    views = [_view_of(state) for _ in frontier]
+                    async for chunk in self._run_parallel(frontier, views, outputs):
+                        yield chunk
+            except BaseException as exc:
+                _restore(state, pre, pre_len)
+                if not isinstance(exc, _Stopped):
+                    raise
+                async for chunk in self._stop(state):
+                    yield chunk
+                return
+            before = pre["context"]
+            try:
+                self._apply(state, frontier, outputs, views, pre, pre_len)
+            except BaseException:
+                _restore(state, pre, pre_len)
+                raise
+            added = _tail(before, state.context, app._append_only)
+            steps += 1
+            meta = state.execution_meta
+            meta.step += 1
+            meta.current_node = frontier[-1].name
+            self.version = await self._save(state, self.version, added, rewrite=added is None)
+            new_messages = state.context if added is None else added
+            self.produced.extend(new_messages)
+            if StreamEvent.MESSAGE in want:
+                for message in new_messages:
+                    yield self._chunk(StreamEvent.MESSAGE, message=_copy_message(message))
+            if StreamEvent.UPDATES in want:
+                for spec in frontier:
+                    yield self._update("node_invoked", node=spec.name, step=steps)
+            if StreamEvent.STATE in want:
+                yield self._chunk(StreamEvent.STATE, state=_snapshot(state))
+            frontier = await self._route(
+                state, list(zip((s.name for s in frontier), outputs, strict=True))
+            )
+        state.execution_meta.status = ExecutionStatus.COMPLETED
+        self.version = await self._save(state, self.version, [], rewrite=False)
+
+    # -- running nodes ---------------------------------------------------------------------
+
+    async def _run_single(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
+        guard = self.guard
+        timeout = self.settings.node_timeout
+        guard.start(timeout)
+        guard.armed = True
+        try:
+            try:
+                if spec.kind == ASYNC:
+                    value = await spec.call(state, self.settings.node_config)
+                else:
+                    value = await asyncio.to_thread(spec.call, state, self.settings.node_config)
+                    if inspect.isawaitable(value):
+                        value = await value
+            finally:
+                guard.disarm()
+        except asyncio.CancelledError:
+            guard.check(spec, timeout, cancelled=True)
+            raise
+        except Exception as exc:
+            raise _node_error(spec, exc) from exc
+        guard.check(spec, timeout, cancelled=False)
+        return normalize(value, spec.name, self.app._fields)
+
+    async def _run_parallel(
+        self,
+        specs: Sequence[NodeSpec],
+        views: Sequence[tuple[AgentState, list[Message]]],
+        outputs: list[NodeOutput],
+    ) -> AsyncIterator[StreamChunk]:
+        """Run several nodes at once; stream their deltas as they come; fail fast."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stream_deltas = StreamEvent.MESSAGE in self.want
+        results: list[NodeOutput | BaseException | None] = [None] * len(specs)
+
+        async def run(i: int, spec: NodeSpec) -> None:
+            deadline = asyncio.timeout(self.settings.node_timeout)
+            try:
+                async with deadline:
+                    results[i] = await self._run_in_task(spec, views[i][0], queue, stream_deltas)
+            except TimeoutError as exc:
+                if deadline.expired():
+                    error = _timeout_error(spec, self.settings.node_timeout)
+                    error.__cause__ = exc
+                    results[i] = error
+                else:
+                    results[i] = _node_error(spec, exc)
+            except BaseException as exc:
+                results[i] = exc
+            finally:
+                queue.put_nowait(_DONE)
+
+        self.step_tasks = [asyncio.create_task(run(i, s)) for i, s in enumerate(specs)]
+        guard = self.guard
+        try:
+            remaining = len(specs)
+            while remaining:
+                guard.armed = True
+                try:
+                    item = await queue.get()
+                finally:
+                    guard.armed = False
+                if item is _DONE:
+                    remaining -= 1
+                    if any(isinstance(r, BaseException) for r in results):
+                        break
+                else:
+                    yield item
+        except asyncio.CancelledError:
+            if not self.stop_asked:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        finally:
+            for task in self.step_tasks:
+                task.cancel()
+            await asyncio.gather(*self.step_tasks, return_exceptions=True)
+            self.step_tasks = []
+        if self.stop_asked:
+            raise _Stopped
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
+        outputs.extend(r for r in results if isinstance(r, NodeOutput))
+
+    async def _run_in_task(
+        self,
+        spec: NodeSpec,
+        state: AgentState,
+        queue: asyncio.Queue[Any],
+        stream_deltas: bool,
+    ) -> NodeOutput:
+        config = self.settings.node_config
+        try:
+            if spec.kind == ASYNC_GEN:
+                output = NodeOutput()
+                async for item in spec.call(state, config):
+                    if isinstance(item, Message) and item.delta:
+                        if stream_deltas:
+                            queue.put_nowait(self._message_chunk(item))
+                    else:
+                        self._collect(spec, item, output)
+                return output
+            if spec.kind == ASYNC:
+                value = await spec.call(state, config)
+            else:
+                value = await asyncio.to_thread(spec.call, state, config)
+                if inspect.isawaitable(value):
+                    value = await value
+        except (GraphError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise _node_error(spec, exc) from exc
+        return normalize(value, spec.name, self.app._fields)
+
+    def _collect(self, spec: NodeSpec, item: Any, output: NodeOutput) -> None:
+        part = normalize(item, spec.name, self.app._fields)
+        output.messages.extend(part.messages)
+        output.fields.update(part.fields)
+        if part.goto is not None:
+            output.goto = part.goto
+        if part.state is not None:
+            output.state = part.state
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def _apply(
+        self,
+        state: AgentState,
+        specs: Sequence[NodeSpec],
+        outputs: Sequence[NodeOutput],
+        views: Sequence[tuple[AgentState, list[Message]]],
+        pre: dict[str, Any],
+        pre_len: int,
+    ) -> None:
+        """Merge the step's outputs into the state, node by node in graph order.
+
+        Besides what a node returned, it may have changed its view of the state in place
+        (assigned a field, appended to `context`) or returned another state object. Those
+        changes are found by comparing with the bindings from before the step and merged like
+        returned updates: new messages through the context reducer, an assigned field as a
+        replacement of its value. A single node's view is the state itself (its in-place
+        changes are undone first); parallel nodes each get their own view.
+        """
+        replaced: list[dict[str, Any]] = []
+        for spec, out, (view, view_context) in zip(specs, outputs, views, strict=True):
+            changes: dict[str, Any] = {}
+            extra = _view_changes(view, view_context, pre, pre_len, changes)
+            returned = out.state
+            if returned is not None and returned is not view:
+                if type(returned) is not type(state):
+                    raise NodeError(
+                        f"Node {spec.name!r} returned a {type(returned).__name__}; "
+                        f"this graph's state is {type(state).__name__}",
+                        "NODE_002",
+                        {"node": spec.name},
+                    )
+                extra += _context_changes(returned, pre["context"], pre_len)
+                for key, value in returned.__dict__.items():
+                    if key not in _RUNTIME_FIELDS and value is not pre[key]:
+                        changes[key] = value
+            out.messages[:0] = extra
+            replaced.append(changes)
+        messages = [m for out in outputs for m in out.messages]
+        if messages:
+            state.context = self.app._merge_messages(state.context, messages)
+        reducers = self.app._reducers
+        for spec, out, changes in zip(specs, outputs, replaced, strict=True):
+            for key, value in changes.items():
+                _assign(state, key, value, f"node {spec.name!r}")
+            for key, value in out.fields.items():
+                reducer = reducers.get(key)
+                if reducer is None:
+                    _assign(state, key, value, f"node {spec.name!r}")
+                else:
+                    # looked up afresh: pydantic's validate_assignment replaces __dict__
+                    fields = state.__dict__
+                    fields[key] = reducer(fields[key], value)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    async def _route(
+        self, state: AgentState, ran: Sequence[tuple[str, NodeOutput]]
+    ) -> list[NodeSpec]:
+        """The nodes of the next step, in graph order (joins wait for upstream branches)."""
+        app = self.app
+        routing = app._routing
+        pending = set(self.deferred)
+        app_nodes = app._specs
+        for name, out in ran:
+            if out.goto is not None:
+                targets: Sequence[str] = out.goto
+                for target in targets:
+                    if target != END and target not in app_nodes:
+                        raise GraphError(
+                            f"Node {name!r} returned Command(goto={target!r}), which is not a "
+                            f"node of this graph; use one of {sorted(app_nodes)} or END",
+                            "GRAPH_004",
+                            {"node": name, "goto": target},
+                        )
+            else:
+                targets = list(routing.static.get(name, ()))
+                for branch in routing.branches.get(name, ()):
+                    value = branch.call(state, self.settings.node_config)
+                    if branch.is_async or inspect.isawaitable(value):
+                        value = await value
+                    targets.extend(branch.resolve(value, app_nodes))
+            pending.update(t for t in targets if t != END)
+        if not pending:
+            self.deferred = set()
+            return []
+        runnable = [
+            n
+            for n in pending
+            if n not in routing.joins or not any(m != n and n in routing.reach[m] for m in pending)
+        ] or list(pending)
+        self.deferred = pending.difference(runnable)
+        return sorted((app_nodes[n] for n in runnable), key=_by_index)
+
+    # -- persistence -----------------------------------------------------------------------
+
+    async def _save(
+        self,
+        state: AgentState,
+        version: int | None,
+        added: list[Message] | None,
+        *,
+        rewrite: bool,
+    ) -> int | None:
+        checkpointer = self.app.checkpointer
+        if checkpointer is None:
+            return version
+        return await checkpointer.asave(
+            self.settings.thread_id,
+            expected_version=version,
+            state=state,
+            new_messages=state.context if rewrite or added is None else added,
+            rewrite=rewrite,
+        )
+
+    async def _record_failure(self, state: AgentState, exc: BaseException) -> None:
+        """Mark the state failed and keep what was done so far."""
+        if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+            return
+        state.execution_meta.error(str(exc))
+        # the original error matters more than a failed bookkeeping write
+        with contextlib.suppress(Exception):
+            self.version = await self._save(state, self.version, [], rewrite=False)
+
+    async def _stop(self, state: AgentState) -> AsyncIterator[StreamChunk]:
+        meta = state.execution_meta
+        meta.set_interrupt(meta.current_node, "stop_requested", ExecutionStatus.INTERRUPTED_AFTER)
+        meta.stop_current_execution = StopRequestStatus.STOPPED
+        if self.app.checkpointer is not None:
+            await self.app.checkpointer.aclear_stop_request(self.settings.thread_id)
+        self.version = await self._save(state, self.version, [], rewrite=False)
+        if StreamEvent.UPDATES in self.want:
+            yield self._update("interrupted", reason="stop_requested", node=meta.current_node)
+
+    # -- result ----------------------------------------------------------------------------
+
+    def token_usage(self) -> dict[str, int]:
+        total_in = total_out = total_reasoning = 0
+        for message in self.produced:
+            usage = message.usages
+            if usage is not None:
+                total_in += usage.prompt_tokens
+                total_out += usage.completion_tokens
+                total_reasoning += usage.reasoning_tokens
+        return {
+            "total_input_tokens": total_in,
+            "total_output_tokens": total_out,
+            "total_reasoning_tokens": total_reasoning,
+            "total_tokens": total_in + total_out,
+        }
+
+    def _result(self, state: AgentState, inputs: list[Message]) -> dict[str, Any]:
+        last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
+        messages = [last_user] if last_user is not None else []
+        messages += map(_copy_message, self.produced)
+        usage = self.token_usage()
+        granularity = self.granularity
+        if granularity == ResponseGranularity.FULL:
+            return {"state": state, "messages": messages, "token_usage": usage}
+        result: dict[str, Any] = {"messages": messages, "token_usage": usage}
+        if granularity == ResponseGranularity.PARTIAL:
+            result["context"] = list(state.context)
+            result["summary"] = state.context_summary
+        meta = state.execution_meta
+        if meta.is_interrupted():
+            result["interrupted"] = {
+                "node": meta.interrupted_node,
+                "reason": meta.interrupt_reason,
+                "status": meta.status.value,
+            }
+        return result
+
+
+_RUNTIME_FIELDS = frozenset({"context", "execution_meta"})
+
+
+def _context_changes(source: AgentState, before: list[Message], before_len: int) -> list[Message]:
+    """Messages in `source.context` that were not in `before[:before_len]`."""
+    current = source.context
+    if current is before:
+        return list(current[before_len:])
+    ids = {m.message_id for m in before[:before_len]}
+    return [m for m in current if m.message_id not in ids]
+
+
+def _view_changes(
+    view: AgentState,
+    view_context: list[Message],
+    pre: dict[str, Any],
+    pre_len: int,
+    changes: dict[str, Any],
+) -> list[Message]:
+    """Collect what a node changed in place on its view into `changes` (assigned fields) and
+    the returned list (new messages), then undo those changes on the view."""
+    fields = view.__dict__
+    extra = _context_changes(view, view_context, pre_len)
+    if fields["context"] is view_context:
+        del view_context[pre_len:]
+    else:
+        fields["context"] = view_context
+    for key, value in fields.items():
+        if key not in _RUNTIME_FIELDS and value is not pre[key]:
+            changes[key] = value
+    for key in changes:
+        fields[key] = pre[key]
+    return extra
+
+
+def _view_of(state: AgentState) -> tuple[AgentState, list[Message]]:
+    """A shallow copy of `state` with its own `context` list, for one of several parallel
+    nodes, so each node's in-place changes can be told apart."""
+    fields = dict(state.__dict__)
+    context = fields["context"] = list(state.context)
+    view = assemble(type(state), fields, set(state.model_fields_set))
+    return view, context
+
+
+def _restore(state: AgentState, pre: dict[str, Any], pre_len: int) -> None:
+    """Undo a failed step's in-place rebinding of fields and appends to `context`."""
+    state.__dict__.update(pre)
+    if len(pre["context"]) > pre_len:
+        del pre["context"][pre_len:]
+
+
+def _by_index(spec: NodeSpec) -> int:
+    return spec.index
+
+
+def _snapshot(state: AgentState) -> AgentState:
+    """The state as it is now, for a STATE event: later steps do not change it (they rebind
+    fields rather than mutate them; `context` and `execution_meta` are copied)."""
+    copy = state.model_copy()
+    copy.__dict__["context"] = list(state.context)
+    copy.__dict__["execution_meta"] = state.execution_meta.model_copy(deep=True)
+    return copy
+
+
+def _copy_message(message: Message) -> Message:
+    """A copy sharing nothing mutable with `message`."""
+    return message.model_copy(deep=True)
+
+
+def _tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
+    """What `after` appended to `before`, or None if it did more than append.
+
+    `append_only` says `after` came from `add_messages(before, ...)`, which only appends.
+    """
+    if after is before:
+        return []
+    n = len(before)
+    if not append_only and (
+        len(after) < n or any(a is not b for a, b in zip(before, after, strict=False))
+    ):
+        return None
+    return list(after[n:])
+
+
+def _assign(state: AgentState, name: str, value: Any, who: str) -> None:
+    """Set one field with validation, so a wrong type fails here and not in storage."""
+    try:
+        type(state).__pydantic_validator__.validate_assignment(state, name, value)
+    except ValidationError as exc:
+        raise NodeError(
+            f"{who} set field {name!r} of {type(state).__name__} to an invalid value: "
+            f"{exc.errors()[0]['msg']} (got {value!r:.200})",
+            "NODE_002",
+            {"field": name},
+        ) from exc
+
+
+def _input_messages(value: Any) -> list[Message]:
+    if value is None:
+        return []
+    if isinstance(value, Message):
+        return [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError("input['messages'] must be a list of Message objects")
+    messages = []
+    for item in value:
+        if isinstance(item, Message):
+            messages.append(item)
+        elif isinstance(item, dict):
+            messages.append(Message.model_validate(item))
+        else:
+            raise ValueError(
+                f"input['messages'] holds a {type(item).__name__}; pass Message objects, "
+                "e.g. Message.text_message('Hello')"
+            )
+    return messages
+
+
+def _node_error(spec: NodeSpec, exc: Exception) -> GraphError:
+    if isinstance(exc, GraphError):
+        return exc
+    return NodeError(
+        f"Error in node {spec.name!r}: {type(exc).__name__}: {exc}",
+        "NODE_001",
+        {"node": spec.name, "error_type": type(exc).__name__},
+    )
+
+
+def _timeout_error(spec: NodeSpec, timeout: float | None) -> NodeTimeoutError:
+    return NodeTimeoutError(
+        f"Node {spec.name!r} did not finish within {timeout} s. Raise config['node_timeout'] "
+        "(seconds), or set it to None to disable the limit",
+        "NODE_TIMEOUT_001",
+        {"node": spec.name, "timeout": timeout},
+    )
+
+
+def _error_data(exc: Exception) -> dict[str, Any]:
+    data: dict[str, Any] = {"status": "error", "error": str(exc), "error_type": type(exc).__name__}
+    if isinstance(exc, GraphError):
+        data["error_code"] = exc.error_code
+        data.update({k: v for k, v in exc.context.items() if k in ("node", "field")})
+    return data
+
+
+ContextMerge = Callable[[list[Message], list[Message]], list[Message]]
+
+__all__ = ["WANTED", "Run", "RunSettings", "add_messages"]

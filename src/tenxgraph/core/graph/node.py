@@ -1,0 +1,227 @@
+"""How the engine calls a node and what it makes of the value the node returns.
+
+Everything about a node that can be known in advance (its parameters, whether it is async, a
+generator or sync) is worked out once, when the graph is compiled.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from tenxgraph.core.exceptions import GraphError, NodeError
+from tenxgraph.core.state import AgentState, Message, ToolResult
+from tenxgraph.utils.command import Command
+
+NodeFunc = Callable[..., Any]
+
+ASYNC, SYNC, ASYNC_GEN = "async", "sync", "async_gen"
+
+
+@dataclass(slots=True)
+class NodeOutput:
+    """A node's result, normalised: messages to add, fields to update, where to go next."""
+
+    messages: list[Message] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    goto: list[str] | None = None
+    state: AgentState | None = None  # the node returned a state object: diff it
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    """A node as compiled: how to call it, and its place in the graph's order."""
+
+    name: str
+    func: NodeFunc
+    kind: str
+    call: Callable[[Any, dict[str, Any]], Any]
+    index: int
+    dynamic_goto: bool  # may return Command(goto=...) to any node
+
+
+def _target(func: NodeFunc) -> Callable[..., Any]:
+    """The function whose signature and async-ness describe calling `func`."""
+    if inspect.isfunction(func) or inspect.ismethod(func) or inspect.isbuiltin(func):
+        return func
+    call = getattr(func, "__call__", None)  # noqa: B004 - instances with __call__
+    if call is not None and not inspect.isclass(func):
+        return call  # type: ignore[no-any-return]
+    return func
+
+
+def _kind(func: NodeFunc) -> str:
+    target = _target(func)
+    unwrapped = inspect.unwrap(target)
+    if inspect.isasyncgenfunction(unwrapped) or inspect.isasyncgenfunction(target):
+        return ASYNC_GEN
+    if inspect.iscoroutinefunction(unwrapped) or inspect.iscoroutinefunction(target):
+        return ASYNC
+    return SYNC
+
+
+def make_caller(name: str, func: NodeFunc, what: str = "Node") -> Callable[..., Any]:
+    """A `call(state, config)` for `func`, from its signature.
+
+    One required parameter not named `state`/`config` receives the state. Otherwise parameters
+    named `state` and `config` are filled; any other required parameter is an error.
+    """
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # builtins without a signature: pass the state
+        return lambda state, config: func(state)
+    params = [
+        p
+        for p in signature.parameters.values()
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    required = [p for p in params if p.default is inspect.Parameter.empty]
+    names = {p.name for p in params}
+    if len(required) == 1 and required[0].name not in ("state", "config"):
+        if required[0].kind is inspect.Parameter.KEYWORD_ONLY:
+            key = required[0].name
+            return lambda state, config: func(**{key: state})
+        return lambda state, config: func(state)
+    unknown = [p.name for p in required if p.name not in ("state", "config")]
+    if unknown:
+        raise GraphError(
+            f"{what} {name!r} has required parameter(s) {unknown} that the graph cannot fill: "
+            "a node takes `state`, `config`, both, or a single parameter that receives the state",
+            "GRAPH_007",
+            {"node": name, "parameters": unknown},
+        )
+    wants_state, wants_config = "state" in names, "config" in names
+    if wants_state and wants_config:
+        return lambda state, config: func(state=state, config=config)
+    if wants_state:
+        return lambda state, config: func(state=state)
+    if wants_config:
+        return lambda state, config: func(config=config)
+    return lambda state, config: func()
+
+
+def _mentions_command(func: NodeFunc) -> bool:
+    annotation = getattr(_target(func), "__annotations__", {}).get("return")
+    return annotation is not None and "Command" in str(annotation)
+
+
+def compile_node(name: str, func: NodeFunc, index: int) -> NodeSpec:
+    return NodeSpec(
+        name=name,
+        func=func,
+        kind=_kind(func),
+        call=make_caller(name, func),
+        index=index,
+        dynamic_goto=_mentions_command(func),
+    )
+
+
+# -- results -------------------------------------------------------------------------------
+
+_ACCEPTED = (
+    "a Message, a list of Messages, a str, a dict of field updates, the state, a Command, "
+    "a ToolResult or None"
+)
+
+
+def as_message(item: Any, node: str) -> Message:
+    """A message from a node's output: a Message, a str (assistant text) or a message dict."""
+    if isinstance(item, Message):
+        return item
+    if isinstance(item, str):
+        return Message.text_message(item, "assistant")
+    if isinstance(item, dict):
+        try:
+            return Message.model_validate(item)
+        except ValidationError as exc:
+            raise NodeError(
+                f"Node {node!r} returned a message dict that is not a valid Message: {exc}",
+                "NODE_002",
+                {"node": node},
+            ) from exc
+    raise NodeError(
+        f"Node {node!r} returned a {type(item).__name__} among its messages; "
+        "messages must be Message objects or strings",
+        "NODE_002",
+        {"node": node},
+    )
+
+
+def normalize(value: Any, node: str, fields: frozenset[str]) -> NodeOutput:
+    """Turn whatever a node returned into a `NodeOutput`."""
+    out = NodeOutput()
+    _collect(value, node, fields, out)
+    return out
+
+
+def _collect(value: Any, node: str, fields: frozenset[str], out: NodeOutput) -> None:
+    if value is None:
+        return
+    if isinstance(value, Message):
+        out.messages.append(value)
+    elif isinstance(value, str):
+        out.messages.append(Message.text_message(value, "assistant"))
+    elif isinstance(value, dict):
+        _collect_fields(value, node, fields, out)
+    elif isinstance(value, AgentState):
+        out.state = value
+    elif isinstance(value, Command):
+        _collect(value.update, node, fields, out)
+        if value.goto is not None:
+            out.goto = [value.goto] if isinstance(value.goto, str) else list(value.goto)
+    elif isinstance(value, ToolResult):
+        if value.message is not None:
+            out.messages.append(as_message(value.message, node))
+        if value.state:
+            _collect_fields(value.state, node, fields, out)
+    elif isinstance(value, list | tuple):
+        out.messages.extend(as_message(item, node) for item in value)
+    else:
+        raise NodeError(
+            f"Node {node!r} returned {type(value).__name__}; a node may return {_ACCEPTED}",
+            "NODE_002",
+            {"node": node, "returned": type(value).__name__},
+        )
+
+
+def _collect_fields(
+    update: dict[str, Any], node: str, fields: frozenset[str], out: NodeOutput
+) -> None:
+    for key, val in update.items():
+        if key == "context":
+            items: Sequence[Any] = val if isinstance(val, list | tuple) else [val]
+            out.messages.extend(as_message(item, node) for item in items)
+        elif key == "execution_meta":
+            raise NodeError(
+                f"Node {node!r} tried to set `execution_meta`, which belongs to the runtime; "
+                "use Command(goto=...) to steer the run or a field of your own for your data",
+                "NODE_002",
+                {"node": node, "field": key},
+            )
+        elif key in fields:
+            out.fields[key] = val
+        else:
+            hint = " (the conversation field is `context`)" if key == "messages" else ""
+            raise NodeError(
+                f"Node {node!r} returned an update for unknown field {key!r}{hint}; "
+                f"the state's fields are {sorted(fields)}",
+                "NODE_002",
+                {"node": node, "field": key},
+            )
+
+
+__all__ = [
+    "ASYNC",
+    "ASYNC_GEN",
+    "SYNC",
+    "NodeOutput",
+    "NodeSpec",
+    "as_message",
+    "compile_node",
+    "make_caller",
+    "normalize",
+]

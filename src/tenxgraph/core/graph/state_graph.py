@@ -1,0 +1,199 @@
+"""`StateGraph`: the builder. Add nodes and edges, then `compile()` into a runnable app."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.graph.compiled_graph import CompiledGraph
+from tenxgraph.core.graph.node import NodeFunc, compile_node
+from tenxgraph.core.graph.routing import Branch, Routing
+from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.utils.constants import END, START
+
+_RESERVED_NAMES = (START, END)
+
+
+class StateGraph:
+    """A graph of nodes over a state (`AgentState` or a subclass, or an instance of one whose
+    values start every new thread)."""
+
+    def __init__(
+        self,
+        state: AgentState | type[AgentState] | None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        **_ignored: Any,
+    ) -> None:
+        if state is None:
+            state = AgentState()
+        elif inspect.isclass(state):
+            if not issubclass(state, AgentState):
+                raise TypeError(
+                    f"StateGraph(state=...) takes an AgentState subclass or instance, "
+                    f"not {state.__name__}"
+                )
+            state = state()
+        elif not isinstance(state, AgentState):
+            raise TypeError(
+                "StateGraph(state=...) takes an AgentState subclass or instance, "
+                f"not {type(state).__name__}"
+            )
+        self.state = state
+        self.context_manager = context_manager
+        self.nodes: dict[str, NodeFunc] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.branches: list[tuple[str, Callable[..., Any], Any]] = []
+        self.entry_point: str | None = None
+
+    # -- building --------------------------------------------------------------------------
+
+    def add_node(self, name_or_func: str | NodeFunc, func: NodeFunc | None = None) -> StateGraph:
+        """`add_node(fn)` (named after the function) or `add_node("name", fn_or_node)`."""
+        if isinstance(name_or_func, str):
+            name = name_or_func
+            if func is None:
+                raise ValueError(f"add_node({name!r}) needs the node function as well")
+        else:
+            if func is not None or not callable(name_or_func):
+                raise ValueError("add_node takes (function) or (name, function)")
+            func = name_or_func
+            name = getattr(func, "__name__", None) or type(func).__name__
+        if not callable(func):
+            raise ValueError(f"Node {name!r} must be callable, got {type(func).__name__}")
+        if name in _RESERVED_NAMES:
+            raise ValueError(f"{name!r} is reserved; choose another node name")
+        if name in self.nodes:
+            raise ValueError(f"A node named {name!r} already exists")
+        self.nodes[name] = func
+        return self
+
+    def add_edge(self, from_node: str, to_node: str) -> StateGraph:
+        """Run `to_node` after `from_node`. Several edges out of one node run in parallel."""
+        if from_node == END:
+            raise ValueError("END has no outgoing edges")
+        if to_node == START:
+            raise ValueError("No edge can lead to START")
+        if from_node == START:
+            self.entry_point = self.entry_point or to_node
+        self.edges.append((from_node, to_node))
+        return self
+
+    def add_conditional_edges(
+        self,
+        from_node: str,
+        condition: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Iterable[str] | None = None,
+    ) -> StateGraph:
+        """After `from_node`, call `condition(state)` once; it returns a node name, END, or a
+        list of names (through `path_map` if one is given)."""
+        if from_node == END:
+            raise ValueError("END has no outgoing edges")
+        if not callable(condition):
+            raise ValueError("add_conditional_edges needs a callable condition")
+        if from_node == START:
+            self.entry_point = self.entry_point or START
+        self.branches.append((from_node, condition, path_map))
+        return self
+
+    def set_entry_point(self, name: str) -> StateGraph:
+        """Start runs at `name` (same as `add_edge(START, name)`)."""
+        return self.add_edge(START, name)
+
+    def override_node(self, name: str, func: NodeFunc) -> StateGraph:
+        """Replace the function of an existing node."""
+        if name not in self.nodes:
+            raise KeyError(f"No node named {name!r}; nodes are {sorted(self.nodes)}")
+        self.nodes[name] = func
+        return self
+
+    # -- compiling -------------------------------------------------------------------------
+
+    def compile(
+        self,
+        checkpointer: BaseCheckpointer | None = None,
+        interrupt_before: Iterable[str] | None = None,
+        interrupt_after: Iterable[str] | None = None,
+        **_ignored: Any,
+    ) -> CompiledGraph:
+        """Check the graph and build the app. Raises `GraphError` for a missing entry point
+        (GRAPH_002), a node nothing reaches (GRAPH_003), an edge or path-map target or interrupt
+        name that is not a node (GRAPH_004), a node whose parameters cannot be filled
+        (GRAPH_007)."""
+        names = list(self.nodes)
+        known = {START, END, *names}
+        if self.entry_point is None:
+            raise GraphError(
+                "No entry point set: add an edge from START, e.g. "
+                "graph.add_edge(START, 'first_node'), or call graph.set_entry_point(...)",
+                "GRAPH_002",
+            )
+        for source, target in self.edges:
+            for end, label in ((source, "from"), (target, "to")):
+                if end not in known:
+                    raise GraphError(
+                        f"Edge {source!r} -> {target!r} goes {label} {end!r}, which is not a "
+                        f"node; add it with graph.add_node({end!r}, ...) (nodes: {names})",
+                        "GRAPH_004",
+                        {"edge": [source, target]},
+                    )
+        specs = {
+            name: compile_node(name, func, i) for i, (name, func) in enumerate(self.nodes.items())
+        }
+        branches = []
+        for source, condition, path_map in self.branches:
+            if source not in known:
+                raise GraphError(
+                    f"Conditional edges start from {source!r}, which is not a node (nodes: "
+                    f"{names})",
+                    "GRAPH_004",
+                    {"node": source},
+                )
+            branch = Branch.build(source, condition, path_map)
+            for target in branch.targets() or ():
+                if target not in known or target == START:
+                    raise GraphError(
+                        f"The path_map of the condition on {source!r} leads to {target!r}, "
+                        f"which is not a node (nodes: {names})",
+                        "GRAPH_004",
+                        {"node": source, "target": target},
+                    )
+            branches.append(branch)
+        routing = Routing.build(
+            names, self.edges, branches, [n for n, spec in specs.items() if spec.dynamic_goto]
+        )
+        unreachable = [n for n in names if n not in routing.reachable_from_start()]
+        if unreachable:
+            raise GraphError(
+                f"Node(s) {unreachable} cannot be reached from START: connect them with "
+                "add_edge/add_conditional_edges, or annotate a node that routes to them with "
+                "Command as its return type",
+                "GRAPH_003",
+                {"nodes": unreachable},
+            )
+        before = frozenset(interrupt_before or ())
+        after = frozenset(interrupt_after or ())
+        for name in before | after:
+            if name not in self.nodes:
+                raise GraphError(
+                    f"Cannot interrupt at {name!r}: it is not a node (nodes: {names})",
+                    "GRAPH_004",
+                    {"node": name},
+                )
+        if checkpointer is not None:
+            checkpointer.bind_state_type(type(self.state))
+        return CompiledGraph(
+            state=self.state,
+            specs=specs,
+            routing=routing,
+            checkpointer=checkpointer,
+            context_manager=self.context_manager,
+            interrupt_before=before,
+            interrupt_after=after,
+        )
+
+
+__all__ = ["StateGraph"]

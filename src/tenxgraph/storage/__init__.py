@@ -1,0 +1,1 @@
+"""Persistence: checkpointers that keep each thread's state between runs."""

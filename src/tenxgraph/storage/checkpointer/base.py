@@ -1,0 +1,165 @@
+"""`BaseCheckpointer`: the one interface every thread store implements.
+
+A thread is stored as a small *header* (every state field except `context`, as JSON) plus an
+append-only *message log*. Each save adds the messages of one step and replaces the header, so
+its cost depends on what changed, never on the length of the history. Saves are versioned: a
+writer that loaded version N may only write N+1 (compare-and-swap), otherwise it gets
+`StaleStateError` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import ValidationError
+
+from tenxgraph.core.exceptions import SerializationError
+from tenxgraph.core.state import AgentState, Message
+
+S = TypeVar("S", bound=AgentState)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSnapshot(Generic[S]):
+    """A thread as loaded: its state and the version it was read at."""
+
+    thread_id: str
+    version: int
+    state: S
+
+
+def thread_id_of(config: dict[str, Any] | None) -> str:
+    """The `thread_id` of a run config, with a clear error when it is missing."""
+    thread_id = (config or {}).get("thread_id")
+    if thread_id is None:
+        raise ValueError("config must contain 'thread_id', e.g. config={'thread_id': 'user-42'}")
+    return str(thread_id)
+
+
+def encode_header(state: AgentState) -> str:
+    """The state without its messages, as JSON."""
+    return state.model_dump_json(exclude={"context"})
+
+
+def encode_message(message: Message) -> str:
+    return message.model_dump_json()
+
+
+def decode_state(
+    state_type: type[S], thread_id: str, header: str | bytes, messages: Sequence[str | bytes]
+) -> S:
+    """Rebuild a state from a stored header and message log, validating every field.
+
+    Only JSON of the bound state class is accepted; anything that does not validate raises
+    `SerializationError` naming the thread and the field.
+    """
+
+    def text(raw: str | bytes) -> str:
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    header_text = text(header).strip()
+    if not header_text.startswith("{"):
+        raise SerializationError(
+            f"Thread {thread_id!r}: the stored state header is not a JSON object",
+            context={"thread_id": thread_id, "field": None},
+        )
+    body = header_text[1:].strip()
+    document = '{"context":[' + ",".join(map(text, messages)) + "]" + ("," if body != "}" else "")
+    try:
+        return state_type.model_validate_json(document + body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        raise SerializationError(
+            f"Thread {thread_id!r}: stored data does not fit {state_type.__name__}: "
+            f"field {field!r}: {first['msg']}",
+            context={"thread_id": thread_id, "field": field},
+        ) from exc
+    except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports JSON errors itself
+        raise SerializationError(f"Thread {thread_id!r}: stored data is not JSON") from exc
+
+
+class BaseCheckpointer(ABC):
+    """Keeps threads: a versioned state header plus an append-only message log per thread."""
+
+    def __init__(self) -> None:
+        self.state_type: type[AgentState] = AgentState
+
+    def bind_state_type(self, state_type: type[AgentState]) -> None:
+        """The state class `aget_state` validates stored data against by default."""
+        self.state_type = state_type
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def asetup(self) -> None:  # noqa: B027 - optional hook
+        """Create tables, pools or files. Safe to call more than once."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files."""
+
+    # -- threads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def aversion(self, thread_id: str) -> int | None:
+        """The current version of a thread, or None if it does not exist. Cheap."""
+
+    @abstractmethod
+    async def aload(self, thread_id: str, state_type: type[S]) -> ThreadSnapshot[S] | None:
+        """The thread's latest state and version, or None if it does not exist."""
+
+    @abstractmethod
+    async def asave(
+        self,
+        thread_id: str,
+        *,
+        expected_version: int | None,
+        state: AgentState,
+        new_messages: Sequence[Message],
+        rewrite: bool = False,
+    ) -> int:
+        """Append `new_messages` and replace the header, if the thread is still at
+        `expected_version` (None: the thread must not exist yet). Returns the new version;
+        raises `StaleStateError` otherwise. With `rewrite=True`, `new_messages` is the whole
+        history and replaces the stored log (only when a context reducer rewrote history)."""
+
+    @abstractmethod
+    async def adelete_thread(self, thread_id: str) -> bool:
+        """Delete a thread; True if it existed."""
+
+    @abstractmethod
+    async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        """Thread ids, oldest first."""
+
+    # -- stop requests (one process asks a run in another to stop) -------------------------
+
+    @abstractmethod
+    async def arequest_stop(self, thread_id: str) -> None: ...
+
+    @abstractmethod
+    async def ais_stop_requested(self, thread_id: str) -> bool: ...
+
+    @abstractmethod
+    async def aclear_stop_request(self, thread_id: str) -> None: ...
+
+    # -- conveniences ----------------------------------------------------------------------
+
+    async def aget_state(
+        self, config: dict[str, Any], state_type: type[AgentState] | None = None
+    ) -> AgentState | None:
+        """The stored state of `config["thread_id"]` (a fresh copy), or None."""
+        snapshot = await self.aload(thread_id_of(config), state_type or self.state_type)
+        return None if snapshot is None else snapshot.state
+
+
+__all__ = [
+    "BaseCheckpointer",
+    "ThreadSnapshot",
+    "decode_state",
+    "encode_header",
+    "encode_message",
+    "thread_id_of",
+]

@@ -1,0 +1,36 @@
+"""Bugs found while building the engine, kept from coming back."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from tenxgraph.core.graph import StateGraph
+from tenxgraph.core.state import AgentState, Message, append_items
+from tenxgraph.utils.constants import END, START
+
+
+class TripState(AgentState):
+    city: str = ""
+    visited: Annotated[list[str], append_items] = []
+
+
+async def test_replaced_and_reduced_fields_in_one_update_both_apply() -> None:
+    # pydantic's validate_assignment swaps the model's __dict__; a reducer write that followed a
+    # replaced field used to land in the discarded dict and vanish.
+    def pick(state: TripState) -> dict[str, object]:
+        return {"city": "Lisbon", "visited": ["Lisbon"]}
+
+    def check(state: TripState) -> str:
+        return f"{state.city}:{','.join(state.visited)}"
+
+    graph = StateGraph(TripState)
+    graph.add_node(pick)
+    graph.add_node(check)
+    graph.add_edge(START, "pick")
+    graph.add_edge("pick", "check")
+    graph.add_edge("check", END)
+    result = await graph.compile().ainvoke(
+        {"messages": [Message.text_message("go")]}, response_granularity="full"
+    )
+    assert result["state"].visited == ["Lisbon"]
+    assert result["messages"][-1].text() == "Lisbon:Lisbon"
