@@ -6,7 +6,6 @@ Measure: us_per_step, the wall time of one `ainvoke` divided by 1,000 node execu
 of --repeats invokes in one process, after one warm-up).
 """
 
-
 import argparse
 import asyncio
 import time

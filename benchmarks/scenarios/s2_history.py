@@ -7,7 +7,6 @@ Measures: first30_ms / last30_ms (median invoke time of calls 1-30 and 271-300),
 ratio: 1.0 means the cost does not grow with history) and total_ms.
 """
 
-
 import argparse
 import asyncio
 import time

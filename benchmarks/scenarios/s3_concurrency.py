@@ -6,7 +6,6 @@ Measures: wall_ms and runs_per_s for the batch (one warm-up batch first), and pe
 peak of Python allocations (tracemalloc) during a second, separate batch.
 """
 
-
 import argparse
 import asyncio
 import time

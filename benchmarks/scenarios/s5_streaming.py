@@ -7,7 +7,6 @@ carries plain strings; tenxgraph carries a typed `Message` per chunk. Measure: u
 wall time of the whole stream divided by 2,000 (median of --repeats streams).
 """
 
-
 import argparse
 import asyncio
 import time
