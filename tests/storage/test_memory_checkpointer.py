@@ -217,7 +217,7 @@ async def stored(thread_id: str = "t") -> InMemoryCheckpointer:
 
 async def test_corrupted_header_field_names_the_thread_and_field() -> None:
     store = await stored("thread-7")
-    store._threads["thread-7"].header = '{"count": "x"}'
+    store._threads["thread-7"].versions[-1].header = '{"count": "x"}'
     with pytest.raises(SerializationError) as info:
         await store.aload("thread-7", Counted)
     assert "thread-7" in str(info.value)
@@ -228,7 +228,7 @@ async def test_corrupted_header_field_names_the_thread_and_field() -> None:
 
 async def test_corrupted_nested_header_field_is_named() -> None:
     store = await stored()
-    store._threads["t"].header = '{"execution_meta": {"current_node": "a", "step": "many"}}'
+    store._threads["t"].versions[-1].header = '{"execution_meta": {"current_node": "a", "step": "many"}}'
     with pytest.raises(SerializationError) as info:
         await store.aload("t", Counted)
     assert "execution_meta.step" in str(info.value)
@@ -246,14 +246,14 @@ async def test_corrupted_message_names_the_thread_and_field() -> None:
 @pytest.mark.parametrize("header", ["not json", "[1, 2]", '{"count": ', ""])
 async def test_header_that_is_not_a_json_object_is_a_serialization_error(header: str) -> None:
     store = await stored()
-    store._threads["t"].header = header
+    store._threads["t"].versions[-1].header = header
     with pytest.raises(SerializationError, match="'t'"):
         await store.aload("t", Counted)
 
 
 async def test_message_that_is_not_json_is_a_serialization_error() -> None:
     store = await stored()
-    store._threads["t"].messages.append("{broken")
+    store._threads["t"].messages[0] = "{broken"
     with pytest.raises(SerializationError, match="'t'"):
         await store.aload("t", Counted)
 

@@ -12,6 +12,7 @@ from tenxgraph.utils.constants import (
     ExecutionState,
     ResponseGranularity,
 )
+from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, interrupt, pending_interrupt
 
 __all__ = [
     "DEFAULT_ANONYMOUS_USER_ID",
@@ -23,5 +24,9 @@ __all__ = [
     "START",
     "Command",
     "ExecutionState",
+    "GraphInterrupt",
+    "Interrupt",
     "ResponseGranularity",
+    "interrupt",
+    "pending_interrupt",
 ]

@@ -9,14 +9,15 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
-from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node
+from tenxgraph.core.exceptions import ResourceNotFoundError
+from tenxgraph.core.graph.engine import WANTED, Run, RunSettings, apply_update, tail
+from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.sync_bridge import LoopThread
 from tenxgraph.core.state import AgentState, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer, thread_id_of
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
@@ -120,14 +121,62 @@ class CompiledGraph:
     # -- state -----------------------------------------------------------------------------
 
     async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
-        """The thread's stored state (a copy of your own), or None if there is none."""
+        """The thread's stored state (a copy of your own), or None if there is none.
+        `config["checkpoint_version"]` reads an earlier version."""
         if self.checkpointer is None:
             return None
-        snapshot = await self.checkpointer.aload(thread_id_of(config), self.state_type)
+        snapshot = await self.checkpointer.aload(
+            thread_id_of(config), self.state_type, config.get("checkpoint_version")
+        )
         return None if snapshot is None else snapshot.state
 
     def get_state(self, config: dict[str, Any]) -> AgentState | None:
         return self._loop_thread.run(self.aget_state, config)
+
+    async def aget_state_history(
+        self, config: dict[str, Any], limit: int | None = None
+    ) -> list[CheckpointInfo]:
+        """The thread's saved versions, newest first: version, step, status, node, message
+        count and time. Read one with `aget_state({..., "checkpoint_version": v})`, or run
+        from it (a fork) with `ainvoke(..., {..., "checkpoint_version": v})`."""
+        if self.checkpointer is None:
+            return []
+        return await self.checkpointer.ahistory(thread_id_of(config), limit=limit)
+
+    def get_state_history(
+        self, config: dict[str, Any], limit: int | None = None
+    ) -> list[CheckpointInfo]:
+        return self._loop_thread.run(self.aget_state_history, config, limit)
+
+    async def aupdate_state(self, config: dict[str, Any], values: Any) -> int:
+        """Change a thread's state from outside a run, as a new version. `values` is anything a
+        node may return (a dict of fields, messages...); it merges through the reducers.
+        Returns the new version."""
+        if self.checkpointer is None:
+            raise ValueError("update_state needs a graph compiled with a checkpointer")
+        thread_id = thread_id_of(config)
+        update = normalize(values, "update_state", self._fields)
+        if update.goto is not None or update.state is not None:
+            raise ValueError("update_state takes field values or messages, not a Command or state")
+        async with self._thread_lock(thread_id):
+            state, version, _ = await self._checkout(thread_id)
+            before = state.context
+            apply_update(self, state, update, "update_state")
+            added = (
+                list(state.context)
+                if version is None
+                else tail(before, state.context, self._append_only)
+            )
+            return await self.checkpointer.asave(
+                thread_id,
+                expected_version=version,
+                state=state,
+                new_messages=state.context if added is None else added,
+                rewrite=version is not None and added is None,
+            )
+
+    def update_state(self, config: dict[str, Any], values: Any) -> int:
+        return self._loop_thread.run(self.aupdate_state, config, values)
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -206,22 +255,37 @@ class CompiledGraph:
     def _new_state(self) -> AgentState:
         return self.state_type.model_validate(self._template)
 
-    async def _checkout(self, thread_id: str) -> tuple[AgentState, int | None]:
-        """The thread's state for a run: kept from the last run if still current, else
-        loaded; a fresh state for a new thread. The run owns it until it ends."""
+    async def _checkout(
+        self, thread_id: str, version: int | None = None
+    ) -> tuple[AgentState, int | None, bool]:
+        """The thread's state for a run, the version it is at, and whether it was loaded from
+        an older `version` (a fork). Kept from the last run if still current, else loaded; a
+        fresh state for a new thread. The run owns it until it ends."""
         checkpointer = self.checkpointer
         if checkpointer is None:
-            return self._new_state(), None
+            if version is not None:
+                raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
+            return self._new_state(), None, False
         kept = self._live.pop(thread_id, None)
-        version = await checkpointer.aversion(thread_id)
-        if kept is not None and kept[0] == version:
-            return kept[1], version
-        if version is None:
-            return self._new_state(), None
+        head = await checkpointer.aversion(thread_id)
+        if version is not None:
+            if head is None:
+                raise ResourceNotFoundError(
+                    f"Thread {thread_id!r} does not exist, so it has no version {version}",
+                    context={"thread_id": thread_id, "version": version},
+                )
+            if version != head:
+                snapshot = await checkpointer.aload(thread_id, self.state_type, version)
+                assert snapshot is not None
+                return snapshot.state, head, True
+        if kept is not None and kept[0] == head:
+            return kept[1], head, False
+        if head is None:
+            return self._new_state(), None, False
         snapshot = await checkpointer.aload(thread_id, self.state_type)
         if snapshot is None:
-            return self._new_state(), None
-        return snapshot.state, snapshot.version
+            return self._new_state(), None, False
+        return snapshot.state, snapshot.version, False
 
     def _remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
         if self.checkpointer is None or version is None:

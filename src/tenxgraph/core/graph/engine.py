@@ -30,7 +30,6 @@ from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
-from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_NODE_TIMEOUT_SECONDS,
@@ -39,6 +38,7 @@ from tenxgraph.utils.constants import (
     START,
     ResponseGranularity,
 )
+from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -65,6 +65,7 @@ class RunSettings:
     recursion_limit: int
     node_timeout: float | None
     node_config: dict[str, Any]
+    checkpoint_version: int | None = None
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
@@ -80,7 +81,10 @@ class RunSettings:
         given.update(thread_id=thread_id, run_id=run_id, recursion_limit=limit, is_stream=streaming)
         given.setdefault("user_id", DEFAULT_ANONYMOUS_USER_ID)
         given.setdefault("node_timeout", timeout)
-        return cls(thread_id, run_id, limit, timeout if timeout else None, given)
+        fork = given.get("checkpoint_version")
+        if fork is not None and (not isinstance(fork, int) or isinstance(fork, bool) or fork < 1):
+            raise ValueError(f"config['checkpoint_version'] must be a version number, got {fork!r}")
+        return cls(thread_id, run_id, limit, timeout if timeout else None, given, fork)
 
 
 class _Guard:
@@ -160,6 +164,9 @@ class Run:
         self.stop_asked = False
         self.deferred: set[str] = set()
         self.version: int | None = None
+        self.next_names: list[str] | None = None
+        self.skip_breakpoint = False
+        self.current: Sequence[NodeSpec] = ()
         self.chunk_template = template(
             StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
         )
@@ -237,20 +244,22 @@ class Run:
                 app._active.pop(thread_id, None)
 
     async def _prepare(self) -> tuple[AgentState, list[Message]]:
-        """Load (or create) the thread's state and apply the run's input to it."""
+        """Load (or create) the thread's state and apply the run's input to it: new messages,
+        field values, or the answer to the interrupt the thread is paused at."""
         app = self.app
         thread_id = self.settings.thread_id
-        state, version = await app._checkout(thread_id)
-        data = self.input_data or {}
+        state, version, forked = await app._checkout(thread_id, self.settings.checkpoint_version)
+        data = {} if self.input_data is None else self.input_data
         if not isinstance(data, dict):
             raise ValueError(
                 "Input must be a dict like {'messages': [Message, ...], 'state': {...}}, "
                 f"not {type(data).__name__}"
             )
-        unknown = set(data) - {"messages", "state"}
+        unknown = set(data) - {"messages", "state", "resume"}
         if unknown:
             raise ValueError(
-                f"Unknown input key(s) {sorted(unknown)}; the input takes 'messages' and 'state'"
+                f"Unknown input key(s) {sorted(unknown)}; the input takes 'messages', 'state' "
+                "and 'resume'"
             )
         given = _input_messages(data.get("messages"))
         # the thread keeps copies: the caller may go on using (and changing) its objects
@@ -261,6 +270,36 @@ class Run:
                 f"({thread_id!r}) has no stored state, so the run needs at least one message, "
                 "e.g. {'messages': [Message.text_message('Hello')]}"
             )
+        meta = state.execution_meta
+        internal = meta.internal_data
+        waiting = meta.is_interrupted() and bool(meta.interrupt_data)
+        if "resume" in data:
+            if version is None or not meta.is_interrupted():
+                status = "new" if version is None else meta.status.value
+                raise ValueError(
+                    f"Nothing to resume: thread {thread_id!r} is not paused (status {status}). "
+                    "Send {'messages': [...]} to start a run"
+                )
+            if waiting:
+                key = str(meta.interrupt_data["key"])  # type: ignore[index]
+                scope = key.rsplit(":", 1)[0]
+                internal.setdefault("answers", {}).setdefault(scope, []).append(data["resume"])
+        elif waiting:
+            asked = meta.interrupt_data or {}
+            raise ValueError(
+                f"Thread {thread_id!r} is paused at an interrupt in {asked.get('node')!r} "
+                f"({asked.get('reason')}: {asked.get('message') or asked.get('value')!r}). "
+                "Resume it with {'resume': <answer>}"
+            )
+        # Continue the thread's unfinished run (paused, stopped, crashed or failed) when the
+        # input brings no new turn; new messages start a new run, except after an error,
+        # where the run is retried from the step that failed.
+        unfinished = version is not None and meta.status != ExecutionStatus.COMPLETED
+        if messages and meta.status != ExecutionStatus.ERROR:
+            unfinished = False
+        self.next_names = list(internal.get("next") or ()) if unfinished else None
+        self.deferred = set(internal.get("deferred") or ()) if unfinished else set()
+        self.skip_breakpoint = meta.interrupt_reason == "interrupt_before"
         updates = data.get("state") or {}
         if not isinstance(updates, dict):
             raise ValueError("input['state'] must be a dict of field names to values")
@@ -278,32 +317,40 @@ class Run:
                     f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
                 )
             _assign(state, name, value, "input['state']")
-        meta = state.execution_meta
         meta.status = ExecutionStatus.RUNNING
         meta.thread_id = thread_id
-        meta.current_node = START
+        if self.next_names is None:
+            meta.current_node = START
         meta.interrupted_node = meta.interrupt_reason = meta.interrupt_data = None
         meta.stop_current_execution = StopRequestStatus.NONE
-        meta.internal_data.pop("error", None)
+        internal.pop("error", None)
         if app.checkpointer is not None and await app.checkpointer.ais_stop_requested(thread_id):
             await app.checkpointer.aclear_stop_request(thread_id)
         before = state.context
         if messages:
             state.context = app._merge_messages(before, messages)
-        # a new thread stores everything, including messages its initial state came with
+        # a new thread stores everything, including messages its initial state came with;
+        # a fork from an earlier version rewrites the log to that version's history
         added = (
             list(state.context)
-            if version is None
-            else _tail(before, state.context, app._append_only)
+            if version is None or forked
+            else tail(before, state.context, app._append_only)
         )
-        self.version = await self._save(state, version, added, rewrite=added is None)
+        self.version = await self._save(
+            state, version, added, rewrite=forked or (version is not None and added is None)
+        )
         return state, given
 
     async def _steps(self, state: AgentState) -> AsyncIterator[StreamChunk]:
         app = self.app
         want = self.want
         limit = self.settings.recursion_limit
-        frontier = await self._route(state, [(START, NodeOutput())])
+        if self.next_names is None:
+            frontier = await self._route(state, [(START, NodeOutput())])
+        else:  # continue an unfinished run where it stopped
+            frontier = sorted(
+                (app._specs[n] for n in self.next_names if n in app._specs), key=_by_index
+            )
         steps = 0
         last_poll = time.monotonic()
         while frontier:
@@ -319,12 +366,26 @@ class Run:
                 if await app.checkpointer.ais_stop_requested(self.settings.thread_id):
                     self.stop_asked = True
             if self.stop_asked:
-                async for chunk in self._stop(state):
+                async for chunk in self._stop(state, frontier):
                     yield chunk
                 return
+            breakpoint_at = [s.name for s in frontier if s.name in app.interrupt_before]
+            if breakpoint_at and not self.skip_breakpoint:
+                async for chunk in self._pause(
+                    state,
+                    ExecutionStatus.INTERRUPTED_BEFORE,
+                    breakpoint_at[0],
+                    "interrupt_before",
+                    None,
+                    frontier,
+                ):
+                    yield chunk
+                return
+            self.skip_breakpoint = False
             if StreamEvent.UPDATES in want:
                 for spec in frontier:
                     yield self._update("invoking_node", node=spec.name, step=steps + 1)
+            self.current = frontier
             state.execution_meta.current_node = frontier[-1].name
             pre = dict(state.__dict__)
             pre_len = len(state.context)
@@ -339,6 +400,7 @@ class Run:
                         # per streamed token
                         guard = self.guard
                         timeout = self.settings.node_timeout
+                        scope_token = current_scope.set(self._scope(state, spec))
                         agen = spec.call(state, self.settings.node_config)
                         stream_deltas = StreamEvent.MESSAGE in want
                         template = self.chunk_template
@@ -382,6 +444,7 @@ class Run:
                         finally:
                             guard.disarm()
                             await agen.aclose()
+                            current_scope.reset(scope_token)
                     else:
                         output = await self._run_single(spec, state)
                     outputs.append(output)
@@ -391,37 +454,71 @@ class Run:
                         yield chunk
             except BaseException as exc:
                 _restore(state, pre, pre_len)
+                if isinstance(exc, GraphInterrupt):
+                    asked = exc.interrupt
+                    async for chunk in self._pause(
+                        state,
+                        ExecutionStatus.INTERRUPTED_BEFORE,
+                        asked.node or frontier[-1].name,
+                        asked.reason,
+                        asked.model_dump(mode="json"),
+                        frontier,
+                    ):
+                        yield chunk
+                    return
                 if not isinstance(exc, _Stopped):
                     raise
-                async for chunk in self._stop(state):
+                async for chunk in self._stop(state, frontier):
                     yield chunk
                 return
             before = pre["context"]
+            meta = state.execution_meta
+            pre_step = meta.step
             try:
                 self._apply(state, frontier, outputs, views, pre, pre_len)
+                added = tail(before, state.context, app._append_only)
+                steps += 1
+                meta.step += 1
+                meta.current_node = frontier[-1].name
+                answers = meta.internal_data.get("answers")
+                if answers:
+                    for spec in frontier:
+                        answers.pop(f"node:{spec.name}", None)
+                ran = frontier
+                frontier = await self._route(
+                    state, list(zip((s.name for s in ran), outputs, strict=True))
+                )
+                meta.internal_data["next"] = [s.name for s in frontier]
+                meta.internal_data["deferred"] = sorted(self.deferred)
+                pause_after = [s.name for s in ran if s.name in app.interrupt_after]
+                if pause_after:
+                    meta.set_interrupt(
+                        pause_after[0], "interrupt_after", ExecutionStatus.INTERRUPTED_AFTER
+                    )
+                self.version = await self._save(state, self.version, added, rewrite=added is None)
             except BaseException:
                 _restore(state, pre, pre_len)
+                meta.step = pre_step
                 raise
-            added = _tail(before, state.context, app._append_only)
-            steps += 1
-            meta = state.execution_meta
-            meta.step += 1
-            meta.current_node = frontier[-1].name
-            self.version = await self._save(state, self.version, added, rewrite=added is None)
             new_messages = state.context if added is None else added
             self.produced.extend(new_messages)
             if StreamEvent.MESSAGE in want:
                 for message in new_messages:
                     yield self._chunk(StreamEvent.MESSAGE, message=_copy_message(message))
             if StreamEvent.UPDATES in want:
-                for spec in frontier:
+                for spec in ran:
                     yield self._update("node_invoked", node=spec.name, step=steps)
             if StreamEvent.STATE in want:
                 yield self._chunk(StreamEvent.STATE, state=_snapshot(state))
-            frontier = await self._route(
-                state, list(zip((s.name for s in frontier), outputs, strict=True))
-            )
-        state.execution_meta.status = ExecutionStatus.COMPLETED
+            if pause_after:
+                if want:
+                    yield self._update("interrupted", node=pause_after[0], reason="interrupt_after")
+                return
+        meta = state.execution_meta
+        meta.status = ExecutionStatus.COMPLETED
+        meta.internal_data.pop("next", None)
+        meta.internal_data.pop("deferred", None)
+        meta.internal_data.pop("answers", None)
         self.version = await self._save(state, self.version, [], rewrite=False)
 
     # -- running nodes ---------------------------------------------------------------------
@@ -431,6 +528,7 @@ class Run:
         timeout = self.settings.node_timeout
         guard.start(timeout)
         guard.armed = True
+        scope_token = current_scope.set(self._scope(state, spec))
         try:
             try:
                 if spec.kind == ASYNC:
@@ -441,6 +539,7 @@ class Run:
                         value = await value
             finally:
                 guard.disarm()
+                current_scope.reset(scope_token)
         except asyncio.CancelledError:
             guard.check(spec, timeout, cancelled=True)
             raise
@@ -517,6 +616,7 @@ class Run:
         stream_deltas: bool,
     ) -> NodeOutput:
         config = self.settings.node_config
+        current_scope.set(self._scope(state, spec))  # this task's own context
         try:
             if spec.kind == ASYNC_GEN:
                 output = NodeOutput()
@@ -590,18 +690,10 @@ class Run:
         messages = [m for out in outputs for m in out.messages]
         if messages:
             state.context = self.app._merge_messages(state.context, messages)
-        reducers = self.app._reducers
         for spec, out, changes in zip(specs, outputs, replaced, strict=True):
             for key, value in changes.items():
                 _assign(state, key, value, f"node {spec.name!r}")
-            for key, value in out.fields.items():
-                reducer = reducers.get(key)
-                if reducer is None:
-                    _assign(state, key, value, f"node {spec.name!r}")
-                else:
-                    # looked up afresh: pydantic's validate_assignment replaces __dict__
-                    fields = state.__dict__
-                    fields[key] = reducer(fields[key], value)
+            _merge_fields(self.app, state, out.fields, f"node {spec.name!r}")
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -669,19 +761,49 @@ class Run:
         if isinstance(exc, asyncio.CancelledError | GeneratorExit):
             return
         state.execution_meta.error(str(exc))
+        if self.current:  # the next run retries from the step that failed
+            state.execution_meta.internal_data["next"] = [s.name for s in self.current]
+            state.execution_meta.internal_data["deferred"] = sorted(self.deferred)
         # the original error matters more than a failed bookkeeping write
         with contextlib.suppress(Exception):
             self.version = await self._save(state, self.version, [], rewrite=False)
 
-    async def _stop(self, state: AgentState) -> AsyncIterator[StreamChunk]:
+    def _scope(self, state: AgentState, spec: NodeSpec) -> InterruptScope:
+        """What `interrupt()` inside this node sees: the answers given to it so far."""
+        answers = state.execution_meta.internal_data.get("answers") or {}
+        return InterruptScope(
+            "node", spec.name, spec.name, list(answers.get(f"node:{spec.name}", ()))
+        )
+
+    async def _pause(
+        self,
+        state: AgentState,
+        status: ExecutionStatus,
+        node: str,
+        reason: str,
+        data: dict[str, Any] | None,
+        frontier: Sequence[NodeSpec],
+    ) -> AsyncIterator[StreamChunk]:
+        """Save the thread paused before `frontier`, to be continued from there."""
         meta = state.execution_meta
-        meta.set_interrupt(meta.current_node, "stop_requested", ExecutionStatus.INTERRUPTED_AFTER)
-        meta.stop_current_execution = StopRequestStatus.STOPPED
+        meta.set_interrupt(node, reason, status, data)
+        meta.internal_data["next"] = [s.name for s in frontier]
+        meta.internal_data["deferred"] = sorted(self.deferred)
+        self.version = await self._save(state, self.version, [], rewrite=False)
+        if self.want:  # every granularity is told: a paused run needs its caller
+            yield self._update("interrupted", node=node, reason=reason, interrupt=data)
+
+    async def _stop(
+        self, state: AgentState, frontier: Sequence[NodeSpec]
+    ) -> AsyncIterator[StreamChunk]:
         if self.app.checkpointer is not None:
             await self.app.checkpointer.aclear_stop_request(self.settings.thread_id)
-        self.version = await self._save(state, self.version, [], rewrite=False)
-        if StreamEvent.UPDATES in self.want:
-            yield self._update("interrupted", reason="stop_requested", node=meta.current_node)
+        state.execution_meta.stop_current_execution = StopRequestStatus.STOPPED
+        node = frontier[-1].name if frontier else state.execution_meta.current_node
+        async for chunk in self._pause(
+            state, ExecutionStatus.INTERRUPTED_AFTER, node, "stop_requested", None, frontier
+        ):
+            yield chunk
 
     # -- result ----------------------------------------------------------------------------
 
@@ -719,6 +841,8 @@ class Run:
                 "reason": meta.interrupt_reason,
                 "status": meta.status.value,
             }
+            if meta.interrupt_data:
+                result["interrupt"] = meta.interrupt_data
         return result
 
 
@@ -791,7 +915,7 @@ def _copy_message(message: Message) -> Message:
     return message.model_copy(deep=True)
 
 
-def _tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
+def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
     """What `after` appended to `before`, or None if it did more than append.
 
     `append_only` says `after` came from `add_messages(before, ...)`, which only appends.
@@ -804,6 +928,26 @@ def _tail(before: list[Message], after: list[Message], append_only: bool) -> lis
     ):
         return None
     return list(after[n:])
+
+
+def _merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], who: str) -> None:
+    """Merge field updates through their reducers; fields without one are replaced."""
+    reducers = app._reducers
+    for key, value in values.items():
+        reducer = reducers.get(key)
+        if reducer is None:
+            _assign(state, key, value, who)
+        else:
+            # looked up afresh: pydantic's validate_assignment replaces __dict__
+            fields = state.__dict__
+            fields[key] = reducer(fields[key], value)
+
+
+def apply_update(app: CompiledGraph, state: AgentState, update: NodeOutput, who: str) -> None:
+    """Apply one normalised update (messages, then fields) to `state`."""
+    if update.messages:
+        state.context = app._merge_messages(state.context, update.messages)
+    _merge_fields(app, state, update.fields, who)
 
 
 def _assign(state: AgentState, name: str, value: Any, who: str) -> None:
@@ -869,4 +1013,4 @@ def _error_data(exc: Exception) -> dict[str, Any]:
 
 ContextMerge = Callable[[list[Message], list[Message]], list[Message]]
 
-__all__ = ["WANTED", "Run", "RunSettings", "add_messages"]
+__all__ = ["WANTED", "Run", "RunSettings", "apply_update", "tail"]

@@ -32,6 +32,25 @@ class ThreadSnapshot(Generic[S]):
     state: S
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """One saved version of a thread, as listed by `ahistory`."""
+
+    thread_id: str
+    version: int
+    step: int
+    status: str
+    node: str | None
+    message_count: int
+    created_at: float
+
+
+def checkpoint_fields(state: AgentState) -> tuple[int, str, str | None]:
+    """(step, status, current node) of a state, stored beside each version for listings."""
+    meta = state.execution_meta
+    return meta.step, str(meta.status.value), meta.current_node
+
+
 def thread_id_of(config: dict[str, Any] | None) -> str:
     """The `thread_id` of a run config, with a clear error when it is missing."""
     thread_id = (config or {}).get("thread_id")
@@ -108,8 +127,12 @@ class BaseCheckpointer(ABC):
         """The current version of a thread, or None if it does not exist. Cheap."""
 
     @abstractmethod
-    async def aload(self, thread_id: str, state_type: type[S]) -> ThreadSnapshot[S] | None:
-        """The thread's latest state and version, or None if it does not exist."""
+    async def aload(
+        self, thread_id: str, state_type: type[S], version: int | None = None
+    ) -> ThreadSnapshot[S] | None:
+        """The thread's state at `version` (default: the latest), or None if the thread does
+        not exist. An unknown version raises `ResourceNotFoundError`; a version from before a
+        history rewrite (`asave(..., rewrite=True)`) raises `StorageError`."""
 
     @abstractmethod
     async def asave(
@@ -127,12 +150,31 @@ class BaseCheckpointer(ABC):
         history and replaces the stored log (only when a context reducer rewrote history)."""
 
     @abstractmethod
+    async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+        """The saved versions of a thread, newest first (empty for an unknown thread)."""
+
+    @abstractmethod
     async def adelete_thread(self, thread_id: str) -> bool:
         """Delete a thread; True if it existed."""
 
     @abstractmethod
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
         """Thread ids, oldest first."""
+
+    # -- tool ledger: a finished tool call is recorded once and replayed, never re-run --------
+
+    @abstractmethod
+    async def aput_tool_result(
+        self, thread_id: str, message_id: str, call_id: str, result: dict[str, Any]
+    ) -> bool:
+        """Record the result of tool call `call_id` of assistant message `message_id`. The
+        first record wins: returns False (and keeps the old one) if there already is one."""
+
+    @abstractmethod
+    async def aget_tool_result(
+        self, thread_id: str, message_id: str, call_id: str
+    ) -> dict[str, Any] | None:
+        """The recorded result of a tool call, or None."""
 
     # -- stop requests (one process asks a run in another to stop) -------------------------
 
@@ -157,7 +199,9 @@ class BaseCheckpointer(ABC):
 
 __all__ = [
     "BaseCheckpointer",
+    "CheckpointInfo",
     "ThreadSnapshot",
+    "checkpoint_fields",
     "decode_state",
     "encode_header",
     "encode_message",
