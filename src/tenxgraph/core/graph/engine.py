@@ -264,6 +264,11 @@ class Run:
         given = _input_messages(data.get("messages"))
         # the thread keeps copies: the caller may go on using (and changing) its objects
         messages = [_copy_message(m) for m in given]
+        if version is None and "resume" in data:
+            raise ValueError(
+                f"Nothing to resume: thread {thread_id!r} has no stored state (it is new). "
+                "Send {'messages': [...]} to start a run"
+            )
         if version is None and not messages:
             raise ValueError(
                 "Input data must contain 'messages' for new execution: this thread "

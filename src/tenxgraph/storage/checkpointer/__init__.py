@@ -1,6 +1,46 @@
-"""Checkpointers: `InMemoryCheckpointer` (tests, notebooks); SQLite and PostgreSQL follow."""
+"""Checkpointers: `InMemoryCheckpointer` (tests, notebooks), `SqliteCheckpointer` (the embedded
+default) and `PgCheckpointer` (PostgreSQL, many processes on many hosts).
 
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer, ThreadSnapshot
+The SQL checkpointers are loaded on first access, so importing this package does not import
+aiosqlite or asyncpg.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, ThreadSnapshot
 from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
 
-__all__ = ["BaseCheckpointer", "InMemoryCheckpointer", "ThreadSnapshot"]
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.postgres import PgCheckpointer
+    from tenxgraph.storage.checkpointer.sqlite import SqliteCheckpointer
+
+_LAZY = {
+    "SqliteCheckpointer": "tenxgraph.storage.checkpointer.sqlite",
+    "PgCheckpointer": "tenxgraph.storage.checkpointer.postgres",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = [
+    "BaseCheckpointer",
+    "CheckpointInfo",
+    "InMemoryCheckpointer",
+    "PgCheckpointer",
+    "SqliteCheckpointer",
+    "ThreadSnapshot",
+]

@@ -89,7 +89,7 @@ def decode_state(
     body = header_text[1:].strip()
     document = '{"context":[' + ",".join(map(text, messages)) + "]" + ("," if body != "}" else "")
     try:
-        return state_type.model_validate_json(document + body)
+        state = state_type.model_validate_json(document + body)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or None
@@ -100,6 +100,13 @@ def decode_state(
         ) from exc
     except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports JSON errors itself
         raise SerializationError(f"Thread {thread_id!r}: stored data is not JSON") from exc
+    if len(state.context) != len(messages):  # a row holding no message, or several
+        raise SerializationError(
+            f"Thread {thread_id!r}: {len(messages)} stored message rows decoded into "
+            f"{len(state.context)} messages; a row is corrupt",
+            context={"thread_id": thread_id, "field": "context"},
+        )
+    return state
 
 
 class BaseCheckpointer(ABC):

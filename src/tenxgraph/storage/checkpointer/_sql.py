@@ -1,0 +1,117 @@
+"""Pieces shared by the SQL checkpointers: schema version, error messages, row decoding.
+
+The error messages match `InMemoryCheckpointer` word for word, so a user sees the same text
+whichever store a graph runs on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tenxgraph.core.exceptions import (
+    ResourceNotFoundError,
+    SchemaVersionError,
+    SerializationError,
+    StaleStateError,
+    StorageError,
+)
+from tenxgraph.storage.checkpointer.base import S, decode_state
+
+#: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
+#: table (version -> statements that take a database from version-1 to version).
+SCHEMA_VERSION = 1
+
+
+def stale_error(thread_id: str, expected: int | None, found: int | None) -> StaleStateError:
+    return StaleStateError(
+        f"Thread {thread_id!r} is at version {found}, but this write was based on "
+        f"version {expected}: another run changed it. Reload and retry.",
+        context={"thread_id": thread_id, "expected": expected, "found": found},
+    )
+
+
+def missing_version_error(thread_id: str, version: int, latest: int) -> ResourceNotFoundError:
+    return ResourceNotFoundError(
+        f"Thread {thread_id!r} has no version {version} (latest is {latest})",
+        context={"thread_id": thread_id, "version": version},
+    )
+
+
+def rewritten_version_error(thread_id: str, version: int) -> StorageError:
+    return StorageError(
+        f"Thread {thread_id!r}: version {version} predates a rewrite of its "
+        "history and can no longer be loaded",
+        context={"thread_id": thread_id, "version": version},
+    )
+
+
+def schema_too_new_error(where: str, found: int) -> SchemaVersionError:
+    return SchemaVersionError(
+        f"{where} has checkpoint schema version {found}, but this tenxgraph only understands "
+        f"versions up to {SCHEMA_VERSION}: it was written by a newer tenxgraph. Upgrade "
+        "tenxgraph (pip install -U tenxgraph) to use it.",
+        context={"found": found, "supported": SCHEMA_VERSION},
+    )
+
+
+def stored_text(thread_id: str, field: str, raw: object) -> str:
+    """A stored JSON column as text; anything else (NULL, a number, bad UTF-8) is corrupt."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes | bytearray | memoryview):
+        try:
+            return bytes(raw).decode()
+        except UnicodeDecodeError:
+            pass
+    raise SerializationError(
+        f"Thread {thread_id!r}: stored {field} is not JSON text",
+        context={"thread_id": thread_id, "field": field},
+    )
+
+
+def missing_messages_error(thread_id: str, expected: int, found: int) -> SerializationError:
+    return SerializationError(
+        f"Thread {thread_id!r}: the checkpoint lists {expected} messages but only {found} "
+        "are stored",
+        context={"thread_id": thread_id, "field": "context"},
+    )
+
+
+def encode_tool_result(result: dict[str, Any]) -> str:
+    return json.dumps(result)
+
+
+def decode_tool_result(
+    thread_id: str, message_id: str, call_id: str, raw: object
+) -> dict[str, Any]:
+    """A ledger row back as a dict; corrupt or hostile JSON raises `SerializationError`."""
+    field = f"tool_result[{message_id!r}, {call_id!r}]"
+    text = stored_text(thread_id, field, raw)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # bad JSON, too deep, or an absurd number
+        raise SerializationError(
+            f"Thread {thread_id!r}: stored {field} is not valid JSON",
+            context={"thread_id": thread_id, "field": field},
+        ) from exc
+    if not isinstance(value, dict):
+        raise SerializationError(
+            f"Thread {thread_id!r}: stored {field} is not a JSON object",
+            context={"thread_id": thread_id, "field": field},
+        )
+    return value
+
+
+def decode(state_type: type[S], thread_id: str, header: str, bodies: Sequence[str]) -> S:
+    """`decode_state`, plus a check that each stored row held exactly one message (an empty
+    or doubled row would otherwise shift the log silently)."""
+    state = decode_state(state_type, thread_id, header, bodies)
+    if len(state.context) != len(bodies):
+        raise SerializationError(
+            f"Thread {thread_id!r}: stored messages do not decode to one message per row "
+            f"({len(bodies)} rows, {len(state.context)} messages)",
+            context={"thread_id": thread_id, "field": "context"},
+        )
+    return state

@@ -1,0 +1,618 @@
+"""`PgCheckpointer`: threads in PostgreSQL, shared by many processes on many hosts.
+
+A save is one transaction whose first statement is the compare-and-swap on the thread's version
+(`UPDATE ... WHERE version = expected`, or `INSERT ... ON CONFLICT DO NOTHING` for a new
+thread). Two writers racing on one thread serialise on that row: the first commits, the second
+then finds the version changed, gets `StaleStateError` and writes nothing. A concurrent run
+therefore fails fast with a clear error; it never waits for the other run to finish.
+
+asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import TransientStorageError
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._sql import (
+    SCHEMA_VERSION,
+    decode,
+    decode_tool_result,
+    encode_tool_result,
+    missing_messages_error,
+    missing_version_error,
+    rewritten_version_error,
+    schema_too_new_error,
+    stale_error,
+    stored_text,
+)
+from tenxgraph.storage.checkpointer.base import (
+    BaseCheckpointer,
+    CheckpointInfo,
+    S,
+    ThreadSnapshot,
+    checkpoint_fields,
+    encode_header,
+    encode_message,
+)
+
+T = TypeVar("T")
+Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
+Connection = Any  # asyncpg.Connection
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_BACKOFF_SECONDS = 0.05
+
+
+def _schema_v1(s: str) -> tuple[str, ...]:
+    return (
+        f"""CREATE TABLE IF NOT EXISTS {s}.tx_threads (
+            thread_id TEXT PRIMARY KEY,
+            version BIGINT NOT NULL,
+            generation BIGINT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL)""",
+        f"CREATE INDEX IF NOT EXISTS tx_threads_created ON {s}.tx_threads (created_at, thread_id)",
+        f"""CREATE TABLE IF NOT EXISTS {s}.tx_checkpoints (
+            thread_id TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            header TEXT NOT NULL,
+            message_count BIGINT NOT NULL,
+            generation BIGINT NOT NULL,
+            step BIGINT NOT NULL,
+            status TEXT NOT NULL,
+            node TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (thread_id, version))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.tx_messages (
+            thread_id TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            message_id TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (thread_id, seq))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.tx_tool_results (
+            thread_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (thread_id, message_id, call_id))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.tx_stop_requests (
+            thread_id TEXT PRIMARY KEY,
+            created_at DOUBLE PRECISION NOT NULL)""",
+    )
+
+
+#: version -> function(quoted schema) giving the statements that take a database from
+#: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
+#: transaction under the schema advisory lock, together with the version update.
+MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {1: _schema_v1}
+
+_TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
+
+
+def _asyncpg() -> Any:
+    try:
+        import asyncpg  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "PgCheckpointer needs asyncpg: pip install 'tenxgraph[postgres]'"
+        ) from exc
+    return asyncpg
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Connection lost, server restarting or full, or a serialisation conflict: worth a retry."""
+    if isinstance(exc, OSError | asyncio.TimeoutError):
+        return True
+    asyncpg = _asyncpg()
+    errors = asyncpg.exceptions
+    transient = (
+        asyncpg.PostgresConnectionError,  # includes ConnectionDoesNotExistError
+        errors.TooManyConnectionsError,
+        errors.CannotConnectNowError,
+        errors.AdminShutdownError,
+        errors.CrashShutdownError,
+        errors.SerializationError,
+        errors.DeadlockDetectedError,
+    )
+    if isinstance(exc, transient):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc).lower()
+
+
+class _CommitOutcomeUnknown(Exception):
+    """The connection broke while COMMIT was in flight: the save may or may not have landed."""
+
+
+class PgCheckpointer(BaseCheckpointer):
+    """Threads in PostgreSQL tables `tx_*` of `schema` (created on first use).
+
+    Pass either a `dsn` (the checkpointer then owns its pools: one per event loop that uses
+    it, `min_size`..`max_size` connections each, closed by `aclose()`) or a `pool` you created
+    (used only on the event loop it belongs to, never closed by `aclose()`).
+
+    Lost connections are retried `retries` times with exponential backoff, for reads and for
+    the whole save transaction: a rolled-back transaction is safe to repeat (the version CAS
+    prevents double writes). If the connection breaks during COMMIT, the thread is re-read:
+    our checkpoint present means success, the version unchanged means the save is repeated.
+
+    Safe for any number of processes and hosts. Within a process, one instance may be shared
+    by tasks and by several event loops (e.g. a private loop thread and the caller's loop).
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: Pool | None = None,
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 10,
+        retries: int = 3,
+    ) -> None:
+        super().__init__()
+        if (dsn is None) == (pool is None):
+            raise ValueError("PgCheckpointer needs exactly one of dsn=... or pool=...")
+        if not _IDENTIFIER.match(schema):
+            raise ValueError(
+                f"schema {schema!r} is not a plain SQL identifier (letters, digits, _; at most "
+                "63 characters, not starting with a digit)"
+            )
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        _asyncpg()  # fail here, with the install hint, rather than on first use
+        self._dsn = dsn
+        self._external_pool = pool
+        self.schema = schema
+        self._s = f'"{schema}"'
+        self._min_size = min_size
+        self._max_size = max_size
+        self._retries = retries
+        self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
+        self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._guard = threading.Lock()
+        self._schema_ready = False
+        digest = hashlib.sha256(f"tenxgraph-schema:{schema}".encode()).digest()
+        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+
+    def __repr__(self) -> str:
+        return f"PgCheckpointer(schema={self.schema!r})"
+
+    # -- pools and retries -----------------------------------------------------------------
+
+    async def _pool(self) -> Pool:
+        if self._external_pool is not None:
+            pool = self._external_pool
+        else:
+            loop = asyncio.get_running_loop()
+            with self._guard:
+                for other in [lp for lp in self._pools if lp.is_closed()]:
+                    # its loop is gone: nothing can be awaited; the sockets go with the pool
+                    self._pools.pop(other)
+                    self._pool_locks.pop(other, None)
+                pool = self._pools.get(loop)
+                lock = self._pool_locks.setdefault(loop, asyncio.Lock())
+            if pool is None:
+                async with lock:
+                    pool = self._pools.get(loop)
+                    if pool is None:
+                        pool = await _asyncpg().create_pool(
+                            self._dsn, min_size=self._min_size, max_size=self._max_size
+                        )
+                        with self._guard:
+                            self._pools[loop] = pool
+        if not self._schema_ready:
+            async with pool.acquire() as conn:
+                await self._ensure_schema(conn)
+            self._schema_ready = True
+        return pool
+
+    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run `operation` on a pooled connection, retrying transient failures."""
+        attempt = 0
+        while True:
+            try:
+                pool = await self._pool()
+                async with pool.acquire() as conn:
+                    return await operation(conn)
+            except Exception as exc:
+                if not _is_transient(exc) or attempt >= self._retries:
+                    if _is_transient(exc):
+                        raise TransientStorageError(
+                            f"PostgreSQL checkpointer: gave up after {attempt + 1} attempts: "
+                            f"{type(exc).__name__}: {exc}",
+                            context={"attempts": attempt + 1},
+                        ) from exc
+                    raise
+            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
+            attempt += 1
+
+    async def _ensure_schema(self, conn: Connection) -> None:
+        if await self._schema_version(conn) == SCHEMA_VERSION:
+            return
+        async with conn.transaction():
+            # many processes may start at once: one creates or migrates, the others wait here
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            exists = await conn.fetchval(
+                "SELECT 1 FROM pg_namespace WHERE nspname = $1", self.schema
+            )
+            if not exists:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._s}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._s}.tx_schema_version (version INTEGER)"
+            )
+            found = await conn.fetchval(f"SELECT MAX(version) FROM {self._s}.tx_schema_version")
+            found = 0 if found is None else int(found)
+            if found > SCHEMA_VERSION:
+                raise schema_too_new_error(f"PostgreSQL schema {self.schema!r}", found)
+            for target in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[target](self._s):
+                    await conn.execute(statement)
+            if found < SCHEMA_VERSION:
+                await conn.execute(f"DELETE FROM {self._s}.tx_schema_version")
+                await conn.execute(
+                    f"INSERT INTO {self._s}.tx_schema_version (version) VALUES ($1)",
+                    SCHEMA_VERSION,
+                )
+
+    async def _schema_version(self, conn: Connection) -> int | None:
+        table = await conn.fetchval("SELECT to_regclass($1)", f"{self._s}.tx_schema_version")
+        if table is None:
+            return None
+        found = await conn.fetchval(f"SELECT MAX(version) FROM {self._s}.tx_schema_version")
+        return None if found is None else int(found)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def asetup(self) -> None:
+        """Create the pool (when owned) and create or check the schema. Safe to repeat."""
+        await self._run(_noop)
+
+    async def aclose(self) -> None:
+        """Close the pools this checkpointer created; a pool passed in is left open."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            pools, self._pools = self._pools, {}
+            self._pool_locks = {}
+        for owner, pool in pools.items():
+            if owner is loop:
+                await pool.close()
+            elif not owner.is_closed():  # belongs to another loop: close it there
+                asyncio.run_coroutine_threadsafe(pool.close(), owner)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def aversion(self, thread_id: str) -> int | None:
+        async def read(conn: Connection) -> int | None:
+            found = await conn.fetchval(
+                f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+            )
+            return None if found is None else int(found)
+
+        return await self._run(read)
+
+    async def aload(
+        self, thread_id: str, state_type: type[S], version: int | None = None
+    ) -> ThreadSnapshot[S] | None:
+        async def read(conn: Connection) -> tuple[int, Any, list[Any]] | None:
+            # REPEATABLE READ: header and messages come from one snapshot
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                thread = await conn.fetchrow(
+                    f"SELECT version, generation FROM {self._s}.tx_threads WHERE thread_id = $1",
+                    thread_id,
+                )
+                if thread is None:
+                    return None
+                latest = int(thread["version"])
+                wanted = latest if version is None else version
+                saved = await conn.fetchrow(
+                    f"SELECT header, message_count, generation FROM {self._s}.tx_checkpoints "
+                    "WHERE thread_id = $1 AND version = $2",
+                    thread_id,
+                    wanted,
+                )
+                if saved is None:
+                    raise missing_version_error(thread_id, wanted, latest)
+                if saved["generation"] != thread["generation"]:
+                    raise rewritten_version_error(thread_id, wanted)
+                count = int(saved["message_count"])
+                rows = await conn.fetch(
+                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
+                    "ORDER BY seq LIMIT $2",
+                    thread_id,
+                    count,
+                )
+                if len(rows) != count:
+                    raise missing_messages_error(thread_id, count, len(rows))
+                return wanted, saved["header"], [row["body"] for row in rows]
+
+        found = await self._run(read)
+        if found is None:
+            return None
+        wanted, raw_header, raw_bodies = found
+        header = stored_text(thread_id, "header", raw_header)
+        bodies = [stored_text(thread_id, f"context.{i}", b) for i, b in enumerate(raw_bodies)]
+        return ThreadSnapshot(thread_id, wanted, decode(state_type, thread_id, header, bodies))
+
+    async def asave(
+        self,
+        thread_id: str,
+        *,
+        expected_version: int | None,
+        state: AgentState,
+        new_messages: Sequence[Message],
+        rewrite: bool = False,
+    ) -> int:
+        header = encode_header(state)
+        ids = [str(m.message_id) for m in new_messages]
+        bodies = [encode_message(m) for m in new_messages]
+        step, status, node = checkpoint_fields(state)
+        version = (expected_version or 0) + 1
+        s = self._s
+
+        async def write(conn: Connection) -> int:
+            transaction = conn.transaction()
+            await transaction.start()
+            try:
+                now = time.time()
+                if expected_version is None:
+                    result = await conn.execute(
+                        f"INSERT INTO {s}.tx_threads (thread_id, version, generation, "
+                        "created_at, updated_at) VALUES ($1, 1, $2, $3, $3) "
+                        "ON CONFLICT DO NOTHING",
+                        thread_id,
+                        1 if rewrite else 0,
+                        now,
+                    )
+                    generation = 1 if rewrite else 0
+                    swapped = result == "INSERT 0 1"
+                else:
+                    generation = await conn.fetchval(
+                        f"UPDATE {s}.tx_threads SET version = version + 1, "
+                        "generation = generation + $3, updated_at = $4 "
+                        "WHERE thread_id = $1 AND version = $2 RETURNING generation",
+                        thread_id,
+                        expected_version,
+                        1 if rewrite else 0,
+                        now,
+                    )
+                    swapped = generation is not None
+                if not swapped:
+                    found = await conn.fetchval(
+                        f"SELECT version FROM {s}.tx_threads WHERE thread_id = $1", thread_id
+                    )
+                    raise stale_error(thread_id, expected_version, found)
+                if rewrite:
+                    await conn.execute(
+                        f"DELETE FROM {s}.tx_messages WHERE thread_id = $1", thread_id
+                    )
+                    start = 0
+                elif expected_version is None:
+                    start = 0
+                else:
+                    last = await conn.fetchval(
+                        f"SELECT MAX(seq) FROM {s}.tx_messages WHERE thread_id = $1", thread_id
+                    )
+                    start = 0 if last is None else int(last) + 1
+                if bodies:
+                    await conn.execute(
+                        f"INSERT INTO {s}.tx_messages (thread_id, seq, message_id, body) "
+                        "SELECT $1, $2 + n - 1, m, b "
+                        "FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t(m, b, n)",
+                        thread_id,
+                        start,
+                        ids,
+                        bodies,
+                    )
+                await conn.execute(
+                    f"INSERT INTO {s}.tx_checkpoints (thread_id, version, header, message_count, "
+                    "generation, step, status, node, created_at) "
+                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    thread_id,
+                    version,
+                    header,
+                    start + len(bodies),
+                    int(generation),
+                    step,
+                    status,
+                    node,
+                    now,
+                )
+            except BaseException:
+                if not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await transaction.rollback()
+                raise
+            try:
+                await self._commit(transaction)
+            except Exception as exc:
+                if _is_transient(exc):
+                    raise _CommitOutcomeUnknown from exc
+                raise
+            return version
+
+        attempt = 0
+        while True:
+            try:
+                return await self._run(write)
+            except _CommitOutcomeUnknown as unknown:
+                current, landed_header, landed_ids = await self._run(
+                    lambda conn: self._check_landed(conn, thread_id, version, len(ids))
+                )
+                if (landed_header, landed_ids) == (header, ids):
+                    return version  # our COMMIT went through
+                if current != expected_version:  # another writer got there first
+                    raise stale_error(thread_id, expected_version, current) from unknown
+                # the version did not move: our transaction was rolled back; repeat it
+                if attempt >= self._retries:
+                    raise TransientStorageError(
+                        f"Thread {thread_id!r}: the connection broke while committing version "
+                        f"{version} and it did not land after {attempt + 1} attempts; retry",
+                        context={"thread_id": thread_id, "version": version},
+                    ) from unknown.__cause__
+                attempt += 1
+
+    async def _commit(self, transaction: Any) -> None:
+        """COMMIT (a seam for tests that simulate a connection lost at this moment)."""
+        await transaction.commit()
+
+    async def _check_landed(
+        self, conn: Connection, thread_id: str, version: int, new_count: int
+    ) -> tuple[int | None, str | None, list[str]]:
+        """After an unknown COMMIT: the thread's current version, and the header and last
+        `new_count` message ids of checkpoint `version` (None and [] if it does not exist)."""
+        current = await conn.fetchval(
+            f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+        )
+        saved = await conn.fetchrow(
+            f"SELECT header, message_count FROM {self._s}.tx_checkpoints "
+            "WHERE thread_id = $1 AND version = $2",
+            thread_id,
+            version,
+        )
+        if saved is None:
+            return (None if current is None else int(current), None, [])
+        count = int(saved["message_count"])
+        rows = await conn.fetch(
+            f"SELECT message_id FROM {self._s}.tx_messages WHERE thread_id = $1 "
+            "AND seq >= $2 AND seq < $3 ORDER BY seq",
+            thread_id,
+            count - new_count,
+            count,
+        )
+        ids = [str(r["message_id"]) for r in rows]
+        return (None if current is None else int(current), saved["header"], ids)
+
+    async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+        async def read(conn: Connection) -> list[Any]:
+            return list(
+                await conn.fetch(
+                    "SELECT version, step, status, node, message_count, created_at "
+                    f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 "
+                    "ORDER BY version DESC LIMIT $2",
+                    thread_id,
+                    None if limit is None else max(limit, 0),
+                )
+            )
+
+        return [
+            CheckpointInfo(
+                thread_id,
+                int(r["version"]),
+                int(r["step"]),
+                str(r["status"]),
+                r["node"],
+                int(r["message_count"]),
+                float(r["created_at"]),
+            )
+            for r in await self._run(read)
+        ]
+
+    async def adelete_thread(self, thread_id: str) -> bool:
+        async def delete(conn: Connection) -> bool:
+            async with conn.transaction():
+                result = await conn.execute(
+                    f"DELETE FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+                )
+                for table in _TABLES[1:]:
+                    await conn.execute(
+                        f"DELETE FROM {self._s}.{table} WHERE thread_id = $1", thread_id
+                    )
+            return bool(result != "DELETE 0")
+
+        return await self._run(delete)
+
+    async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        async def read(conn: Connection) -> list[str]:
+            rows = await conn.fetch(
+                f"SELECT thread_id FROM {self._s}.tx_threads ORDER BY created_at, thread_id "
+                "LIMIT $1 OFFSET $2",
+                None if limit is None else max(limit, 0),
+                max(offset, 0),
+            )
+            return [str(r["thread_id"]) for r in rows]
+
+        return await self._run(read)
+
+    # -- tool ledger -----------------------------------------------------------------------
+
+    async def aput_tool_result(
+        self, thread_id: str, message_id: str, call_id: str, result: dict[str, Any]
+    ) -> bool:
+        encoded = encode_tool_result(result)
+
+        async def insert(conn: Connection) -> bool:
+            status = await conn.execute(
+                f"INSERT INTO {self._s}.tx_tool_results "
+                "(thread_id, message_id, call_id, result, created_at) "
+                "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                thread_id,
+                message_id,
+                call_id,
+                encoded,
+                time.time(),
+            )
+            return bool(status == "INSERT 0 1")
+
+        return await self._run(insert)
+
+    async def aget_tool_result(
+        self, thread_id: str, message_id: str, call_id: str
+    ) -> dict[str, Any] | None:
+        async def read(conn: Connection) -> Any:
+            return await conn.fetchval(
+                f"SELECT result FROM {self._s}.tx_tool_results "
+                "WHERE thread_id = $1 AND message_id = $2 AND call_id = $3",
+                thread_id,
+                message_id,
+                call_id,
+            )
+
+        raw = await self._run(read)
+        return None if raw is None else decode_tool_result(thread_id, message_id, call_id, raw)
+
+    # -- stop requests ---------------------------------------------------------------------
+
+    async def arequest_stop(self, thread_id: str) -> None:
+        async def insert(conn: Connection) -> None:
+            await conn.execute(
+                f"INSERT INTO {self._s}.tx_stop_requests (thread_id, created_at) "
+                "VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                thread_id,
+                time.time(),
+            )
+
+        await self._run(insert)
+
+    async def ais_stop_requested(self, thread_id: str) -> bool:
+        async def read(conn: Connection) -> bool:
+            found = await conn.fetchval(
+                f"SELECT 1 FROM {self._s}.tx_stop_requests WHERE thread_id = $1", thread_id
+            )
+            return found is not None
+
+        return await self._run(read)
+
+    async def aclear_stop_request(self, thread_id: str) -> None:
+        async def delete(conn: Connection) -> None:
+            await conn.execute(
+                f"DELETE FROM {self._s}.tx_stop_requests WHERE thread_id = $1", thread_id
+            )
+
+        await self._run(delete)
+
+
+async def _noop(conn: Connection) -> None:
+    return None
+
+
+__all__ = ["MIGRATIONS", "PgCheckpointer"]

@@ -1,0 +1,459 @@
+"""`SqliteCheckpointer`: the embedded default, every thread in one SQLite file (WAL mode).
+
+A save is one `BEGIN IMMEDIATE` transaction: compare-and-swap on the thread's version, append the
+step's messages, add one checkpoint row. It never rewrites earlier messages (except when a
+context reducer rewrote the history: `rewrite=True`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from tenxgraph.core.exceptions import StorageError, TransientStorageError
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._sql import (
+    SCHEMA_VERSION,
+    decode,
+    decode_tool_result,
+    encode_tool_result,
+    missing_messages_error,
+    missing_version_error,
+    rewritten_version_error,
+    schema_too_new_error,
+    stale_error,
+    stored_text,
+)
+from tenxgraph.storage.checkpointer.base import (
+    BaseCheckpointer,
+    CheckpointInfo,
+    S,
+    ThreadSnapshot,
+    checkpoint_fields,
+    encode_header,
+    encode_message,
+)
+
+DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
+
+_SCHEMA_V1 = (
+    """CREATE TABLE IF NOT EXISTS tx_threads (
+        thread_id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS tx_threads_created ON tx_threads (created_at, thread_id)",
+    """CREATE TABLE IF NOT EXISTS tx_checkpoints (
+        thread_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        node TEXT,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (thread_id, version))""",
+    """CREATE TABLE IF NOT EXISTS tx_messages (
+        thread_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq))""",
+    """CREATE TABLE IF NOT EXISTS tx_tool_results (
+        thread_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        result TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (thread_id, message_id, call_id))""",
+    """CREATE TABLE IF NOT EXISTS tx_stop_requests (
+        thread_id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL)""",
+)
+
+#: version -> statements taking a database from version-1 to version. Add new versions here
+#: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
+MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1}
+
+_TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
+
+
+@dataclass(slots=True)
+class _LoopSlot:
+    """The connection of one event loop, and the lock that serialises its use."""
+
+    loop: asyncio.AbstractEventLoop
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    conn: aiosqlite.Connection | None = None
+
+
+class SqliteCheckpointer(BaseCheckpointer):
+    """Threads in one SQLite file (default `~/.tenxgraph/checkpoints.db`).
+
+    Concurrency: each event loop that uses the checkpointer gets its own connection, opened on
+    first use in that loop (so the same instance works from a private loop thread, as `invoke`
+    uses, and from the caller's loop). Within a loop, operations take turns on an
+    `asyncio.Lock`; across loops and processes SQLite's write lock serialises saves, and the
+    version compare-and-swap makes a save based on an outdated version fail with
+    `StaleStateError`. A write that waits longer than `busy_timeout` seconds for the lock
+    raises `TransientStorageError`.
+
+    `":memory:"` keeps the data in a private in-memory database shared by this instance's
+    connections; it is gone once they are all closed.
+    """
+
+    def __init__(self, db_path: str | Path = DEFAULT_DB_PATH, *, busy_timeout: float = 5.0) -> None:
+        super().__init__()
+        self._memory = str(db_path) == ":memory:"
+        self.db_path: Path | None = None if self._memory else Path(db_path).expanduser()
+        self._memory_uri = f"file:tenxgraph-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        self._busy_timeout = busy_timeout
+        self._slots: dict[asyncio.AbstractEventLoop, _LoopSlot] = {}
+        self._slots_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteCheckpointer({':memory:' if self.db_path is None else str(self.db_path)!r})"
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _slot(self) -> _LoopSlot:
+        loop = asyncio.get_running_loop()
+        stale: list[aiosqlite.Connection] = []
+        with self._slots_lock:
+            for other in [lp for lp in self._slots if lp.is_closed()]:
+                conn = self._slots.pop(other).conn
+                if conn is not None:
+                    stale.append(conn)
+            slot = self._slots.get(loop)
+            if slot is None:
+                slot = self._slots[loop] = _LoopSlot(loop)
+        for conn in stale:  # their loop is gone: stop the worker thread without awaiting it
+            conn.stop()
+        return slot
+
+    async def _open(self) -> aiosqlite.Connection:
+        if self.db_path is not None:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            target, uri = str(self.db_path), False
+        else:
+            target, uri = self._memory_uri, True
+        pending = aiosqlite.connect(
+            target, isolation_level=None, timeout=self._busy_timeout, uri=uri
+        )
+        # aiosqlite's worker thread is not a daemon: a checkpointer that is never closed would
+        # keep the interpreter from exiting. SQLite itself is crash-safe, so let it be one.
+        worker = getattr(pending, "_thread", None)
+        if isinstance(worker, threading.Thread) and not worker.is_alive():
+            worker.daemon = True
+        conn: aiosqlite.Connection = await pending
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            if self.db_path is not None:
+                await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await self._ensure_schema(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _ensure_schema(self, conn: aiosqlite.Connection) -> None:
+        if await self._schema_version(conn) == SCHEMA_VERSION:
+            return
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute("CREATE TABLE IF NOT EXISTS tx_schema_version (version INTEGER)")
+            found = await self._schema_version(conn) or 0
+            if found > SCHEMA_VERSION:
+                raise schema_too_new_error(f"SQLite database {self._where()}", found)
+            for target in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[target]:
+                    await conn.execute(statement)
+            if found < SCHEMA_VERSION:
+                await conn.execute("DELETE FROM tx_schema_version")
+                await conn.execute(
+                    "INSERT INTO tx_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
+                )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+    async def _schema_version(self, conn: aiosqlite.Connection) -> int | None:
+        try:
+            async with conn.execute("SELECT MAX(version) FROM tx_schema_version") as cursor:
+                row = await cursor.fetchone()
+        except sqlite3.OperationalError:  # no such table yet
+            return None
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _where(self) -> str:
+        return ":memory:" if self.db_path is None else repr(str(self.db_path))
+
+    @asynccontextmanager
+    async def _connected(self) -> AsyncIterator[aiosqlite.Connection]:
+        slot = self._slot()
+        try:
+            async with slot.lock:
+                if slot.conn is None:
+                    slot.conn = await self._open()
+                yield slot.conn
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
+                raise TransientStorageError(
+                    f"SQLite database {self._where()} stayed locked by another writer for "
+                    f"{self._busy_timeout}s; retry, or raise busy_timeout",
+                    context={"db_path": str(self.db_path)},
+                ) from exc
+            raise StorageError(f"SQLite database {self._where()}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite database {self._where()}: {exc}") from exc
+
+    @asynccontextmanager
+    async def _transaction(self, *, write: bool) -> AsyncIterator[aiosqlite.Connection]:
+        """One transaction: `BEGIN IMMEDIATE` takes the write lock up front (no upgrade
+        deadlocks); a read transaction gives its several queries one consistent snapshot."""
+        async with self._connected() as conn:
+            await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    await conn.execute("ROLLBACK")
+                raise
+            try:
+                await conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # never leave the shared connection inside a transaction
+                    await conn.execute("ROLLBACK")
+                raise
+
+    async def _fetchone(
+        self, conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
+    ) -> sqlite3.Row | None:
+        async with conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    async def _fetchall(
+        self, conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
+    ) -> list[sqlite3.Row]:
+        async with conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def asetup(self) -> None:
+        """Open this loop's connection and create or check the schema. Safe to repeat."""
+        async with self._connected():
+            pass
+
+    async def aclose(self) -> None:
+        """Close every connection. The checkpointer can be used again afterwards (it reopens)."""
+        loop = asyncio.get_running_loop()
+        with self._slots_lock:
+            slots, self._slots = list(self._slots.values()), {}
+        for slot in slots:
+            if slot.conn is None:
+                continue
+            if slot.loop is loop:
+                async with slot.lock:
+                    await slot.conn.close()
+            else:  # owned by another loop: closing it from here must not await that loop
+                slot.conn.stop()
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def aversion(self, thread_id: str) -> int | None:
+        async with self._connected() as conn:
+            row = await self._fetchone(
+                conn, "SELECT version FROM tx_threads WHERE thread_id = ?", (thread_id,)
+            )
+        return None if row is None else int(row[0])
+
+    async def aload(
+        self, thread_id: str, state_type: type[S], version: int | None = None
+    ) -> ThreadSnapshot[S] | None:
+        async with self._transaction(write=False) as conn:
+            thread = await self._fetchone(
+                conn,
+                "SELECT version, generation FROM tx_threads WHERE thread_id = ?",
+                (thread_id,),
+            )
+            if thread is None:
+                return None
+            latest, generation = int(thread[0]), int(thread[1])
+            wanted = latest if version is None else version
+            saved = await self._fetchone(
+                conn,
+                "SELECT header, message_count, generation FROM tx_checkpoints "
+                "WHERE thread_id = ? AND version = ?",
+                (thread_id, wanted),
+            )
+            if saved is None:
+                raise missing_version_error(thread_id, wanted, latest)
+            if saved[2] != generation:
+                raise rewritten_version_error(thread_id, wanted)
+            count = int(saved[1])
+            rows = await self._fetchall(
+                conn,
+                "SELECT body FROM tx_messages WHERE thread_id = ? ORDER BY seq LIMIT ?",
+                (thread_id, count),
+            )
+        if len(rows) != count:
+            raise missing_messages_error(thread_id, count, len(rows))
+        header = stored_text(thread_id, "header", saved[0])
+        bodies = [stored_text(thread_id, f"context.{i}", row[0]) for i, row in enumerate(rows)]
+        return ThreadSnapshot(thread_id, wanted, decode(state_type, thread_id, header, bodies))
+
+    async def asave(
+        self,
+        thread_id: str,
+        *,
+        expected_version: int | None,
+        state: AgentState,
+        new_messages: Sequence[Message],
+        rewrite: bool = False,
+    ) -> int:
+        header = encode_header(state)
+        encoded = [(str(m.message_id), encode_message(m)) for m in new_messages]
+        step, status, node = checkpoint_fields(state)
+        async with self._transaction(write=True) as conn:
+            thread = await self._fetchone(
+                conn,
+                "SELECT version, generation FROM tx_threads WHERE thread_id = ?",
+                (thread_id,),
+            )
+            current = None if thread is None else int(thread[0])
+            if current != expected_version:
+                raise stale_error(thread_id, expected_version, current)
+            generation = 0 if thread is None else int(thread[1])
+            if rewrite:
+                await conn.execute("DELETE FROM tx_messages WHERE thread_id = ?", (thread_id,))
+                generation += 1
+                start = 0
+            else:
+                last = await self._fetchone(
+                    conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_id = ?", (thread_id,)
+                )
+                start = 0 if last is None or last[0] is None else int(last[0]) + 1
+            await conn.executemany(
+                "INSERT INTO tx_messages (thread_id, seq, message_id, body) VALUES (?, ?, ?, ?)",
+                [(thread_id, start + i, mid, body) for i, (mid, body) in enumerate(encoded)],
+            )
+            version = (current or 0) + 1
+            now = time.time()
+            await conn.execute(
+                "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
+                "generation, step, status, node, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, version, header, start + len(encoded), generation, step, status, node,
+                 now),
+            )  # fmt: skip
+            if thread is None:
+                await conn.execute(
+                    "INSERT INTO tx_threads (thread_id, version, generation, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (thread_id, version, generation, now, now),
+                )
+            else:
+                await conn.execute(
+                    "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ? "
+                    "WHERE thread_id = ?",
+                    (version, generation, now, thread_id),
+                )
+        return version
+
+    async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
+        async with self._connected() as conn:
+            rows = await self._fetchall(
+                conn,
+                "SELECT version, step, status, node, message_count, created_at "
+                "FROM tx_checkpoints WHERE thread_id = ? ORDER BY version DESC LIMIT ?",
+                (thread_id, -1 if limit is None else max(limit, 0)),
+            )
+        return [
+            CheckpointInfo(thread_id, int(r[0]), int(r[1]), str(r[2]), r[3], int(r[4]), r[5])
+            for r in rows
+        ]
+
+    async def adelete_thread(self, thread_id: str) -> bool:
+        async with self._transaction(write=True) as conn:
+            cursor = await conn.execute("DELETE FROM tx_threads WHERE thread_id = ?", (thread_id,))
+            existed = cursor.rowcount > 0
+            await cursor.close()
+            for table in _TABLES[1:]:
+                await conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+        return existed
+
+    async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        async with self._connected() as conn:
+            rows = await self._fetchall(
+                conn,
+                "SELECT thread_id FROM tx_threads ORDER BY created_at, thread_id LIMIT ? OFFSET ?",
+                (-1 if limit is None else max(limit, 0), max(offset, 0)),
+            )
+        return [str(r[0]) for r in rows]
+
+    # -- tool ledger -----------------------------------------------------------------------
+
+    async def aput_tool_result(
+        self, thread_id: str, message_id: str, call_id: str, result: dict[str, Any]
+    ) -> bool:
+        encoded = encode_tool_result(result)
+        async with self._connected() as conn:
+            cursor = await conn.execute(
+                "INSERT INTO tx_tool_results (thread_id, message_id, call_id, result, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (thread_id, message_id, call_id, encoded, time.time()),
+            )
+            inserted = cursor.rowcount == 1
+            await cursor.close()
+        return inserted
+
+    async def aget_tool_result(
+        self, thread_id: str, message_id: str, call_id: str
+    ) -> dict[str, Any] | None:
+        async with self._connected() as conn:
+            row = await self._fetchone(
+                conn,
+                "SELECT result FROM tx_tool_results "
+                "WHERE thread_id = ? AND message_id = ? AND call_id = ?",
+                (thread_id, message_id, call_id),
+            )
+        return None if row is None else decode_tool_result(thread_id, message_id, call_id, row[0])
+
+    # -- stop requests ---------------------------------------------------------------------
+
+    async def arequest_stop(self, thread_id: str) -> None:
+        async with self._connected() as conn:
+            await conn.execute(
+                "INSERT INTO tx_stop_requests (thread_id, created_at) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (thread_id, time.time()),
+            )
+
+    async def ais_stop_requested(self, thread_id: str) -> bool:
+        async with self._connected() as conn:
+            row = await self._fetchone(
+                conn, "SELECT 1 FROM tx_stop_requests WHERE thread_id = ?", (thread_id,)
+            )
+        return row is not None
+
+    async def aclear_stop_request(self, thread_id: str) -> None:
+        async with self._connected() as conn:
+            await conn.execute("DELETE FROM tx_stop_requests WHERE thread_id = ?", (thread_id,))
+
+
+__all__ = ["DEFAULT_DB_PATH", "MIGRATIONS", "SqliteCheckpointer"]
