@@ -1,20 +1,26 @@
-"""Quick start: a small graph that keeps a conversation thread and streams its answer.
+"""Quick start: a small graph that keeps a conversation thread on disk and streams its answer.
 
-    python examples/quickstart.py
+    python examples/quickstart.py [path/to/threads.db]
 
 Runs offline. The `reply` node stands in for a model call: it streams partial (`delta=True`)
-messages while it "types", then returns the complete answer, which is what gets stored.
+messages while it "types", then returns the complete answer, which is what gets stored. The
+thread lives in a SQLite file (a temporary one unless you give a path), so a second process, or
+a restarted one, continues the same conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import tempfile
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated
 
-from tenxgraph.core.graph import StateGraph
+from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState, Message, append_items
-from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+from tenxgraph.storage.checkpointer import SqliteCheckpointer
 from tenxgraph.utils.constants import END, START
 
 
@@ -41,19 +47,20 @@ async def reply(state: TripState) -> AsyncIterator[Message]:
     yield Message.text_message(answer, "assistant", message_id)
 
 
-def build() -> object:
+def build(db_path: Path) -> CompiledGraph:
     graph = StateGraph(TripState)
     graph.add_node(pick_city)
     graph.add_node(reply)
     graph.add_edge(START, "pick_city")
     graph.add_edge("pick_city", "reply")
     graph.add_edge("reply", END)
-    return graph.compile(checkpointer=InMemoryCheckpointer())
+    return graph.compile(checkpointer=SqliteCheckpointer(db_path))
 
 
 async def main() -> None:
-    app = build()
-    config = {"thread_id": "trip-1"}
+    db_path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "trips.db"
+    app = build(db_path)
+    config = {"thread_id": f"trip-{uuid.uuid4().hex[:8]}"}
 
     result = await app.ainvoke({"messages": [Message.text_message("Tell me about Lisbon")]}, config)
     print("user:     ", result["messages"][0].text())
@@ -65,8 +72,15 @@ async def main() -> None:
             print(chunk.message.text(), end="", flush=True)
     print()
 
-    state = await app.aget_state(config)
-    print(f"thread {config['thread_id']}: {len(state.context)} messages, visited {state.visited}")
+    await app.aclose()
+
+    # a new app on the same file, as after a restart: the thread is still there
+    reopened = build(db_path)
+    state = await reopened.aget_state(config)
+    assert state is not None
+    print(f"thread {config['thread_id']} in {db_path}: {len(state.context)} messages, ", end="")
+    print(f"visited {state.visited}, {len(await reopened.aget_state_history(config))} versions")
+    await reopened.aclose()
 
 
 if __name__ == "__main__":

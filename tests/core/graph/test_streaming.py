@@ -122,7 +122,8 @@ async def test_state_events_are_snapshots_of_their_step() -> None:
     states = [c.state for c in chunks if c.state is not None]
     assert [s.execution_meta.step for s in states] == [1, 2, 3]
     assert [len(s.context) for s in states] == [2, 3, 4]
-    assert [s.execution_meta.status for s in states] == ["running", "running", "running"]
+    # the last step's snapshot is the finished state (its save records the completion)
+    assert [s.execution_meta.status for s in states] == ["running", "running", "completed"]
 
 
 async def test_parallel_nodes_stream_their_deltas() -> None:

@@ -29,7 +29,11 @@ from tenxgraph.core.graph.node import ASYNC, ASYNC_GEN, NodeOutput, NodeSpec, no
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
-from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
+from tenxgraph.core.state.execution_state import (
+    ExecutionState,
+    ExecutionStatus,
+    StopRequestStatus,
+)
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_NODE_TIMEOUT_SECONDS,
@@ -374,8 +378,12 @@ class Run:
                 async for chunk in self._stop(state, frontier):
                     yield chunk
                 return
-            breakpoint_at = [s.name for s in frontier if s.name in app.interrupt_before]
-            if breakpoint_at and not self.skip_breakpoint:
+            breakpoint_at = (
+                [s.name for s in frontier if s.name in app.interrupt_before]
+                if app.interrupt_before and not self.skip_breakpoint
+                else None
+            )
+            if breakpoint_at:
                 async for chunk in self._pause(
                     state,
                     ExecutionStatus.INTERRUPTED_BEFORE,
@@ -493,13 +501,20 @@ class Run:
                 frontier = await self._route(
                     state, list(zip((s.name for s in ran), outputs, strict=True))
                 )
-                meta.internal_data["next"] = [s.name for s in frontier]
-                meta.internal_data["deferred"] = sorted(self.deferred)
-                pause_after = [s.name for s in ran if s.name in app.interrupt_after]
+                if app.checkpointer is not None:  # where to continue an unfinished run
+                    meta.internal_data["next"] = [s.name for s in frontier]
+                    meta.internal_data["deferred"] = sorted(self.deferred)
+                pause_after = (
+                    [s.name for s in ran if s.name in app.interrupt_after]
+                    if app.interrupt_after
+                    else None
+                )
                 if pause_after:
                     meta.set_interrupt(
                         pause_after[0], "interrupt_after", ExecutionStatus.INTERRUPTED_AFTER
                     )
+                elif not frontier:  # the last step: this save also records the completion
+                    _mark_completed(meta)
                 self.version = await self._save(state, self.version, added, rewrite=added is None)
             except BaseException:
                 _restore(state, pre, pre_len)
@@ -520,11 +535,9 @@ class Run:
                     yield self._update("interrupted", node=pause_after[0], reason="interrupt_after")
                 return
         meta = state.execution_meta
-        meta.status = ExecutionStatus.COMPLETED
-        meta.internal_data.pop("next", None)
-        meta.internal_data.pop("deferred", None)
-        meta.internal_data.pop("answers", None)
-        self.version = await self._save(state, self.version, [], rewrite=False)
+        if meta.status != ExecutionStatus.COMPLETED:  # the entry led straight to END
+            _mark_completed(meta)
+            self.version = await self._save(state, self.version, [], rewrite=False)
 
     # -- running nodes ---------------------------------------------------------------------
 
@@ -775,10 +788,9 @@ class Run:
 
     def _scope(self, state: AgentState, spec: NodeSpec) -> InterruptScope:
         """What `interrupt()` inside this node sees: the answers given to it so far."""
-        answers = state.execution_meta.internal_data.get("answers") or {}
-        return InterruptScope(
-            "node", spec.name, spec.name, list(answers.get(f"node:{spec.name}", ()))
-        )
+        answers = state.execution_meta.internal_data.get("answers")
+        given = list(answers.get(f"node:{spec.name}", ())) if answers else []
+        return InterruptScope("node", spec.name, spec.name, given)
 
     async def _pause(
         self,
@@ -900,6 +912,12 @@ def _restore(state: AgentState, pre: dict[str, Any], pre_len: int) -> None:
     state.__dict__.update(pre)
     if len(pre["context"]) > pre_len:
         del pre["context"][pre_len:]
+
+
+def _mark_completed(meta: ExecutionState) -> None:
+    meta.status = ExecutionStatus.COMPLETED
+    for key in ("next", "deferred", "answers"):
+        meta.internal_data.pop(key, None)
 
 
 def _by_index(spec: NodeSpec) -> int:

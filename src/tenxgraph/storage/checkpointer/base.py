@@ -60,8 +60,14 @@ def thread_id_of(config: dict[str, Any] | None) -> str:
 
 
 def encode_header(state: AgentState) -> str:
-    """The state without its messages, as JSON."""
-    return state.model_dump_json(exclude={"context"})
+    """The state without its messages, as JSON. `execution_meta` leaves out fields at their
+    defaults (the runtime owns that class and its defaults): a header is written at every
+    step, so it is kept small."""
+    meta = state.execution_meta.model_dump_json(exclude_defaults=True)
+    rest = state.model_dump_json(exclude={"context", "execution_meta"})
+    if rest == "{}":
+        return '{"execution_meta":' + meta + "}"
+    return rest[:-1] + ',"execution_meta":' + meta + "}"
 
 
 def encode_message(message: Message) -> str:
