@@ -6,8 +6,9 @@ litellm).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tenxgraph._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -26,13 +27,7 @@ if TYPE_CHECKING:
     from tenxgraph.utils.constants import END, START
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tenxgraph' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tenxgraph._lazy import lazy_getattr
 from tenxgraph.core.exceptions import (
     GraphError,
     GraphRecursionError,
@@ -21,13 +21,7 @@ if TYPE_CHECKING:
 _LAZY = {"StateGraph": "tenxgraph.core.graph", "CompiledGraph": "tenxgraph.core.graph"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tenxgraph.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [

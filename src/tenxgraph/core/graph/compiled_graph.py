@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
-from tenxgraph.core.graph.engine import WANTED, Run, RunSettings, apply_update, tail
+from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
+from tenxgraph.core.graph.merge import apply_update, tail
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.sync_bridge import LoopThread

@@ -17,13 +17,24 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from tenxgraph.core.exceptions import (
     GraphError,
     GraphRecursionError,
     NodeError,
-    NodeTimeoutError,
+)
+from tenxgraph.core.graph.guard import Guard, Stopped, node_error, timeout_error
+from tenxgraph.core.graph.merge import (
+    RUNTIME_FIELDS,
+    assign,
+    context_changes,
+    copy_message,
+    input_messages,
+    merge_fields,
+    restore,
+    snapshot,
+    tail,
+    view_changes,
+    view_of,
 )
 from tenxgraph.core.graph.node import ASYNC, ASYNC_GEN, NodeOutput, NodeSpec, normalize
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
@@ -91,56 +102,6 @@ class RunSettings:
         return cls(thread_id, run_id, limit, timeout if timeout else None, given, fork)
 
 
-class _Guard:
-    """Cancels the run's task when a node overruns its time or a stop is asked for, but only
-    while that task is inside node code (`armed`); otherwise the next check raises."""
-
-    __slots__ = ("armed", "handle", "stopping", "task", "timed_out")
-
-    def __init__(self) -> None:
-        self.armed = False
-        self.stopping = False
-        self.timed_out = False
-        self.task: asyncio.Task[Any] | None = None
-        self.handle: asyncio.TimerHandle | None = None
-
-    def start(self, timeout: float | None) -> None:
-        self.timed_out = False
-        if timeout is not None:
-            self.handle = asyncio.get_running_loop().call_later(timeout, self._expire)
-
-    def _expire(self) -> None:
-        self.timed_out = True
-        if self.armed and self.task is not None:
-            self.task.cancel()
-
-    def stop(self) -> None:
-        self.stopping = True
-        if self.armed and self.task is not None:
-            self.task.cancel()
-
-    def disarm(self) -> None:
-        self.armed = False
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
-
-    def check(self, spec: NodeSpec, timeout: float | None, *, cancelled: bool) -> None:
-        """Raise the timeout or stop that caused (or raced with) the end of a node call."""
-        if not (self.timed_out or self.stopping):
-            return
-        task = self.task
-        if task is not None and (cancelled or task.cancelling()):
-            task.uncancel()
-        if self.timed_out:
-            raise _timeout_error(spec, timeout)
-        raise _Stopped
-
-
-class _Stopped(Exception):
-    """Internal: the run was asked to stop."""
-
-
 _DONE = object()
 
 
@@ -162,7 +123,7 @@ class Run:
         self.granularity = granularity
         self.result: dict[str, Any] = {}
         self.produced: list[Message] = []
-        self.guard = _Guard()
+        self.guard = Guard()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.step_tasks: list[asyncio.Task[Any]] = []
         self.stop_asked = False
@@ -265,9 +226,9 @@ class Run:
                 f"Unknown input key(s) {sorted(unknown)}; the input takes 'messages', 'state' "
                 "and 'resume'"
             )
-        given = _input_messages(data.get("messages"))
+        given = input_messages(data.get("messages"))
         # the thread keeps copies: the caller may go on using (and changing) its objects
-        messages = [_copy_message(m) for m in given]
+        messages = [copy_message(m) for m in given]
         if version is None and "resume" in data:
             raise ValueError(
                 f"Nothing to resume: thread {thread_id!r} has no stored state (it is new). "
@@ -325,7 +286,7 @@ class Run:
                     f"input['state'] names unknown field {name!r}; "
                     f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
                 )
-            _assign(state, name, value, "input['state']")
+            assign(state, name, value, "input['state']")
         meta.status = ExecutionStatus.RUNNING
         meta.thread_id = thread_id
         if self.next_names is None:
@@ -432,7 +393,7 @@ class Run:
                                     guard.check(spec, timeout, cancelled=True)
                                     raise
                                 except Exception as exc:
-                                    raise _node_error(spec, exc) from exc
+                                    raise node_error(spec, exc) from exc
                                 finally:
                                     guard.armed = False
                                 if isinstance(item, Message) and item.delta:
@@ -462,11 +423,11 @@ class Run:
                         output = await self._run_single(spec, state)
                     outputs.append(output)
                 else:
-                    views = [_view_of(state) for _ in frontier]
+                    views = [view_of(state) for _ in frontier]
                     async for chunk in self._run_parallel(frontier, views, outputs):
                         yield chunk
             except BaseException as exc:
-                _restore(state, pre, pre_len)
+                restore(state, pre, pre_len)
                 if isinstance(exc, GraphInterrupt):
                     asked = exc.interrupt
                     async for chunk in self._pause(
@@ -479,7 +440,7 @@ class Run:
                     ):
                         yield chunk
                     return
-                if not isinstance(exc, _Stopped):
+                if not isinstance(exc, Stopped):
                     raise
                 async for chunk in self._stop(state, frontier):
                     yield chunk
@@ -517,19 +478,19 @@ class Run:
                     _mark_completed(meta)
                 self.version = await self._save(state, self.version, added, rewrite=added is None)
             except BaseException:
-                _restore(state, pre, pre_len)
+                restore(state, pre, pre_len)
                 meta.step = pre_step
                 raise
             new_messages = state.context if added is None else added
             self.produced.extend(new_messages)
             if StreamEvent.MESSAGE in want:
                 for message in new_messages:
-                    yield self._chunk(StreamEvent.MESSAGE, message=_copy_message(message))
+                    yield self._chunk(StreamEvent.MESSAGE, message=copy_message(message))
             if StreamEvent.UPDATES in want:
                 for spec in ran:
                     yield self._update("node_invoked", node=spec.name, step=steps)
             if StreamEvent.STATE in want:
-                yield self._chunk(StreamEvent.STATE, state=_snapshot(state))
+                yield self._chunk(StreamEvent.STATE, state=snapshot(state))
             if pause_after:
                 if want:
                     yield self._update("interrupted", node=pause_after[0], reason="interrupt_after")
@@ -562,7 +523,7 @@ class Run:
             guard.check(spec, timeout, cancelled=True)
             raise
         except Exception as exc:
-            raise _node_error(spec, exc) from exc
+            raise node_error(spec, exc) from exc
         guard.check(spec, timeout, cancelled=False)
         return normalize(value, spec.name, self.app._fields)
 
@@ -584,11 +545,11 @@ class Run:
                     results[i] = await self._run_in_task(spec, views[i][0], queue, stream_deltas)
             except TimeoutError as exc:
                 if deadline.expired():
-                    error = _timeout_error(spec, self.settings.node_timeout)
+                    error = timeout_error(spec, self.settings.node_timeout)
                     error.__cause__ = exc
                     results[i] = error
                 else:
-                    results[i] = _node_error(spec, exc)
+                    results[i] = node_error(spec, exc)
             except BaseException as exc:
                 results[i] = exc
             finally:
@@ -620,7 +581,7 @@ class Run:
             await asyncio.gather(*self.step_tasks, return_exceptions=True)
             self.step_tasks = []
         if self.stop_asked:
-            raise _Stopped
+            raise Stopped
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
@@ -654,7 +615,7 @@ class Run:
         except (GraphError, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise _node_error(spec, exc) from exc
+            raise node_error(spec, exc) from exc
         return normalize(value, spec.name, self.app._fields)
 
     def _collect(self, spec: NodeSpec, item: Any, output: NodeOutput) -> None:
@@ -689,7 +650,7 @@ class Run:
         replaced: list[dict[str, Any]] = []
         for spec, out, (view, view_context) in zip(specs, outputs, views, strict=True):
             changes: dict[str, Any] = {}
-            extra = _view_changes(view, view_context, pre, pre_len, changes)
+            extra = view_changes(view, view_context, pre, pre_len, changes)
             returned = out.state
             if returned is not None and returned is not view:
                 if type(returned) is not type(state):
@@ -699,9 +660,9 @@ class Run:
                         "NODE_002",
                         {"node": spec.name},
                     )
-                extra += _context_changes(returned, pre["context"], pre_len)
+                extra += context_changes(returned, pre["context"], pre_len)
                 for key, value in returned.__dict__.items():
-                    if key not in _RUNTIME_FIELDS and value is not pre[key]:
+                    if key not in RUNTIME_FIELDS and value is not pre[key]:
                         changes[key] = value
             out.messages[:0] = extra
             replaced.append(changes)
@@ -710,8 +671,8 @@ class Run:
             state.context = self.app._merge_messages(state.context, messages)
         for spec, out, changes in zip(specs, outputs, replaced, strict=True):
             for key, value in changes.items():
-                _assign(state, key, value, f"node {spec.name!r}")
-            _merge_fields(self.app, state, out.fields, f"node {spec.name!r}")
+                assign(state, key, value, f"node {spec.name!r}")
+            merge_fields(self.app, state, out.fields, f"node {spec.name!r}")
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -842,7 +803,7 @@ class Run:
     def _result(self, state: AgentState, inputs: list[Message]) -> dict[str, Any]:
         last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
         messages = [last_user] if last_user is not None else []
-        messages += map(_copy_message, self.produced)
+        messages += map(copy_message, self.produced)
         usage = self.token_usage()
         granularity = self.granularity
         if granularity == ResponseGranularity.FULL:
@@ -863,57 +824,6 @@ class Run:
         return result
 
 
-_RUNTIME_FIELDS = frozenset({"context", "execution_meta"})
-
-
-def _context_changes(source: AgentState, before: list[Message], before_len: int) -> list[Message]:
-    """Messages in `source.context` that were not in `before[:before_len]`."""
-    current = source.context
-    if current is before:
-        return list(current[before_len:])
-    ids = {m.message_id for m in before[:before_len]}
-    return [m for m in current if m.message_id not in ids]
-
-
-def _view_changes(
-    view: AgentState,
-    view_context: list[Message],
-    pre: dict[str, Any],
-    pre_len: int,
-    changes: dict[str, Any],
-) -> list[Message]:
-    """Collect what a node changed in place on its view into `changes` (assigned fields) and
-    the returned list (new messages), then undo those changes on the view."""
-    fields = view.__dict__
-    extra = _context_changes(view, view_context, pre_len)
-    if fields["context"] is view_context:
-        del view_context[pre_len:]
-    else:
-        fields["context"] = view_context
-    for key, value in fields.items():
-        if key not in _RUNTIME_FIELDS and value is not pre[key]:
-            changes[key] = value
-    for key in changes:
-        fields[key] = pre[key]
-    return extra
-
-
-def _view_of(state: AgentState) -> tuple[AgentState, list[Message]]:
-    """A shallow copy of `state` with its own `context` list, for one of several parallel
-    nodes, so each node's in-place changes can be told apart."""
-    fields = dict(state.__dict__)
-    context = fields["context"] = list(state.context)
-    view = assemble(type(state), fields, set(state.model_fields_set))
-    return view, context
-
-
-def _restore(state: AgentState, pre: dict[str, Any], pre_len: int) -> None:
-    """Undo a failed step's in-place rebinding of fields and appends to `context`."""
-    state.__dict__.update(pre)
-    if len(pre["context"]) > pre_len:
-        del pre["context"][pre_len:]
-
-
 def _mark_completed(meta: ExecutionState) -> None:
     meta.status = ExecutionStatus.COMPLETED
     for key in ("next", "deferred", "answers"):
@@ -922,108 +832,6 @@ def _mark_completed(meta: ExecutionState) -> None:
 
 def _by_index(spec: NodeSpec) -> int:
     return spec.index
-
-
-def _snapshot(state: AgentState) -> AgentState:
-    """The state as it is now, for a STATE event: later steps do not change it (they rebind
-    fields rather than mutate them; `context` and `execution_meta` are copied)."""
-    copy = state.model_copy()
-    copy.__dict__["context"] = list(state.context)
-    copy.__dict__["execution_meta"] = state.execution_meta.model_copy(deep=True)
-    return copy
-
-
-def _copy_message(message: Message) -> Message:
-    """A copy sharing nothing mutable with `message`."""
-    return message.model_copy(deep=True)
-
-
-def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
-    """What `after` appended to `before`, or None if it did more than append.
-
-    `append_only` says `after` came from `add_messages(before, ...)`, which only appends.
-    """
-    if after is before:
-        return []
-    n = len(before)
-    if not append_only and (
-        len(after) < n or any(a is not b for a, b in zip(before, after, strict=False))
-    ):
-        return None
-    return list(after[n:])
-
-
-def _merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], who: str) -> None:
-    """Merge field updates through their reducers; fields without one are replaced."""
-    reducers = app._reducers
-    for key, value in values.items():
-        reducer = reducers.get(key)
-        if reducer is None:
-            _assign(state, key, value, who)
-        else:
-            # looked up afresh: pydantic's validate_assignment replaces __dict__
-            fields = state.__dict__
-            fields[key] = reducer(fields[key], value)
-
-
-def apply_update(app: CompiledGraph, state: AgentState, update: NodeOutput, who: str) -> None:
-    """Apply one normalised update (messages, then fields) to `state`."""
-    if update.messages:
-        state.context = app._merge_messages(state.context, update.messages)
-    _merge_fields(app, state, update.fields, who)
-
-
-def _assign(state: AgentState, name: str, value: Any, who: str) -> None:
-    """Set one field with validation, so a wrong type fails here and not in storage."""
-    try:
-        type(state).__pydantic_validator__.validate_assignment(state, name, value)
-    except ValidationError as exc:
-        raise NodeError(
-            f"{who} set field {name!r} of {type(state).__name__} to an invalid value: "
-            f"{exc.errors()[0]['msg']} (got {value!r:.200})",
-            "NODE_002",
-            {"field": name},
-        ) from exc
-
-
-def _input_messages(value: Any) -> list[Message]:
-    if value is None:
-        return []
-    if isinstance(value, Message):
-        return [value]
-    if not isinstance(value, list | tuple):
-        raise ValueError("input['messages'] must be a list of Message objects")
-    messages = []
-    for item in value:
-        if isinstance(item, Message):
-            messages.append(item)
-        elif isinstance(item, dict):
-            messages.append(Message.model_validate(item))
-        else:
-            raise ValueError(
-                f"input['messages'] holds a {type(item).__name__}; pass Message objects, "
-                "e.g. Message.text_message('Hello')"
-            )
-    return messages
-
-
-def _node_error(spec: NodeSpec, exc: Exception) -> GraphError:
-    if isinstance(exc, GraphError):
-        return exc
-    return NodeError(
-        f"Error in node {spec.name!r}: {type(exc).__name__}: {exc}",
-        "NODE_001",
-        {"node": spec.name, "error_type": type(exc).__name__},
-    )
-
-
-def _timeout_error(spec: NodeSpec, timeout: float | None) -> NodeTimeoutError:
-    return NodeTimeoutError(
-        f"Node {spec.name!r} did not finish within {timeout} s. Raise config['node_timeout'] "
-        "(seconds), or set it to None to disable the limit",
-        "NODE_TIMEOUT_001",
-        {"node": spec.name, "timeout": timeout},
-    )
 
 
 def _error_data(exc: Exception) -> dict[str, Any]:
@@ -1036,4 +844,4 @@ def _error_data(exc: Exception) -> dict[str, Any]:
 
 ContextMerge = Callable[[list[Message], list[Message]], list[Message]]
 
-__all__ = ["WANTED", "Run", "RunSettings", "apply_update", "tail"]
+__all__ = ["WANTED", "Run", "RunSettings"]

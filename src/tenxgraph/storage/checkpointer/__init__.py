@@ -7,9 +7,9 @@ aiosqlite or asyncpg.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tenxgraph._lazy import lazy_getattr
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, ThreadSnapshot
 from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
 
@@ -23,13 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 def __dir__() -> list[str]:

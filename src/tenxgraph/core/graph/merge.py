@@ -1,0 +1,166 @@
+"""How node outputs and in-place changes become one consistent state: diffing a node's view of
+the state, merging through reducers, validating assigned fields, copying what is handed out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from tenxgraph.core.exceptions import NodeError
+from tenxgraph.core.graph.node import NodeOutput
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state._construct import assemble
+
+if TYPE_CHECKING:
+    from tenxgraph.core.graph.compiled_graph import CompiledGraph
+
+
+RUNTIME_FIELDS = frozenset({"context", "execution_meta"})
+
+
+def context_changes(source: AgentState, before: list[Message], before_len: int) -> list[Message]:
+    """Messages in `source.context` that were not in `before[:before_len]`."""
+    current = source.context
+    if current is before:
+        return list(current[before_len:])
+    ids = {m.message_id for m in before[:before_len]}
+    return [m for m in current if m.message_id not in ids]
+
+
+def view_changes(
+    view: AgentState,
+    view_context: list[Message],
+    pre: dict[str, Any],
+    pre_len: int,
+    changes: dict[str, Any],
+) -> list[Message]:
+    """Collect what a node changed in place on its view into `changes` (assigned fields) and
+    the returned list (new messages), then undo those changes on the view."""
+    fields = view.__dict__
+    extra = context_changes(view, view_context, pre_len)
+    if fields["context"] is view_context:
+        del view_context[pre_len:]
+    else:
+        fields["context"] = view_context
+    for key, value in fields.items():
+        if key not in RUNTIME_FIELDS and value is not pre[key]:
+            changes[key] = value
+    for key in changes:
+        fields[key] = pre[key]
+    return extra
+
+
+def view_of(state: AgentState) -> tuple[AgentState, list[Message]]:
+    """A shallow copy of `state` with its own `context` list, for one of several parallel
+    nodes, so each node's in-place changes can be told apart."""
+    fields = dict(state.__dict__)
+    context = fields["context"] = list(state.context)
+    view = assemble(type(state), fields, set(state.model_fields_set))
+    return view, context
+
+
+def restore(state: AgentState, pre: dict[str, Any], pre_len: int) -> None:
+    """Undo a failed step's in-place rebinding of fields and appends to `context`."""
+    state.__dict__.update(pre)
+    if len(pre["context"]) > pre_len:
+        del pre["context"][pre_len:]
+
+
+def snapshot(state: AgentState) -> AgentState:
+    """The state as it is now, for a STATE event: later steps do not change it (they rebind
+    fields rather than mutate them; `context` and `execution_meta` are copied)."""
+    copy = state.model_copy()
+    copy.__dict__["context"] = list(state.context)
+    copy.__dict__["execution_meta"] = state.execution_meta.model_copy(deep=True)
+    return copy
+
+
+def copy_message(message: Message) -> Message:
+    """A copy sharing nothing mutable with `message`."""
+    return message.model_copy(deep=True)
+
+
+def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
+    """What `after` appended to `before`, or None if it did more than append.
+
+    `append_only` says `after` came from `add_messages(before, ...)`, which only appends.
+    """
+    if after is before:
+        return []
+    n = len(before)
+    if not append_only and (
+        len(after) < n or any(a is not b for a, b in zip(before, after, strict=False))
+    ):
+        return None
+    return list(after[n:])
+
+
+def merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], who: str) -> None:
+    """Merge field updates through their reducers; fields without one are replaced."""
+    reducers = app._reducers
+    for key, value in values.items():
+        reducer = reducers.get(key)
+        if reducer is None:
+            assign(state, key, value, who)
+        else:
+            # looked up afresh: pydantic's validate_assignment replaces __dict__
+            fields = state.__dict__
+            fields[key] = reducer(fields[key], value)
+
+
+def apply_update(app: CompiledGraph, state: AgentState, update: NodeOutput, who: str) -> None:
+    """Apply one normalised update (messages, then fields) to `state`."""
+    if update.messages:
+        state.context = app._merge_messages(state.context, update.messages)
+    merge_fields(app, state, update.fields, who)
+
+
+def assign(state: AgentState, name: str, value: Any, who: str) -> None:
+    """Set one field with validation, so a wrong type fails here and not in storage."""
+    try:
+        type(state).__pydantic_validator__.validate_assignment(state, name, value)
+    except ValidationError as exc:
+        raise NodeError(
+            f"{who} set field {name!r} of {type(state).__name__} to an invalid value: "
+            f"{exc.errors()[0]['msg']} (got {value!r:.200})",
+            "NODE_002",
+            {"field": name},
+        ) from exc
+
+
+def input_messages(value: Any) -> list[Message]:
+    if value is None:
+        return []
+    if isinstance(value, Message):
+        return [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError("input['messages'] must be a list of Message objects")
+    messages = []
+    for item in value:
+        if isinstance(item, Message):
+            messages.append(item)
+        elif isinstance(item, dict):
+            messages.append(Message.model_validate(item))
+        else:
+            raise ValueError(
+                f"input['messages'] holds a {type(item).__name__}; pass Message objects, "
+                "e.g. Message.text_message('Hello')"
+            )
+    return messages
+
+
+__all__ = [
+    "RUNTIME_FIELDS",
+    "apply_update",
+    "assign",
+    "context_changes",
+    "copy_message",
+    "input_messages",
+    "merge_fields",
+    "restore",
+    "snapshot",
+    "tail",
+    "view_changes",
+    "view_of",
+]
