@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.exceptions import NodeError
 from tenxgraph.core.graph.node import NodeOutput
@@ -77,8 +77,15 @@ def snapshot(state: AgentState) -> AgentState:
 
 
 def copy_message(message: Message) -> Message:
-    """A copy sharing nothing mutable with `message`."""
-    return message.model_copy(deep=True)
+    """A copy sharing nothing mutable with `message`.
+
+    Rebuilding from a dump is about twice as fast as `deepcopy`; a pydantic model in
+    `parsed_content` would come back as a dict that way, so such messages are deep-copied."""
+    if isinstance(message.parsed_content, BaseModel):
+        return message.model_copy(deep=True)
+    copy = type(message).model_validate(message.model_dump())
+    copy.__pydantic_fields_set__ = set(message.model_fields_set)
+    return copy
 
 
 def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:
