@@ -2,7 +2,8 @@
 
     python benchmarks/envs.py
 
-- benchmarks/.envs/langgraph: Python 3.11 venv with LangGraph (and langchain-core).
+- benchmarks/.envs/langgraph: Python 3.11 venv with LangGraph (and langchain-core) and its
+  SQLite and PostgreSQL checkpoint savers (psycopg, aiosqlite).
 - benchmarks/.envs/10xgraph: Python 3.12 venv with the 10xgraph package (it needs 3.12).
 
 tenxgraph itself is measured with the interpreter that runs `benchmarks/run.py` (install the
@@ -20,7 +21,18 @@ from pathlib import Path
 ENVS = Path(__file__).resolve().parent / ".envs"
 
 PEERS: dict[str, dict[str, object]] = {
-    "langgraph": {"python": ["python3.11", "python3"], "packages": ["langgraph>=1.0"]},
+    "langgraph": {
+        "python": ["python3.11", "python3"],
+        "packages": [
+            "langgraph>=1.0",
+            # s4_storage: LangGraph's SQLite and PostgreSQL savers
+            "langgraph-checkpoint-sqlite",
+            "langgraph-checkpoint-postgres",
+            "psycopg[binary]",
+            "psycopg-pool",
+            "aiosqlite",
+        ],
+    },
     "10xgraph": {"python": ["python3.12"], "packages": ["10xgraph==0.10.3"]},
 }
 

@@ -59,12 +59,22 @@ def thread_id_of(config: dict[str, Any] | None) -> str:
     return str(thread_id)
 
 
-def encode_header(state: AgentState) -> str:
-    """The state without its messages, as JSON. `execution_meta` leaves out fields at their
-    defaults (the runtime owns that class and its defaults): a header is written at every
-    step, so it is kept small."""
-    meta = state.execution_meta.model_dump_json(exclude_defaults=True)
-    rest = state.model_dump_json(exclude={"context", "execution_meta"})
+def encode_header(state: AgentState, thread_id: str | None = None) -> str:
+    """The state without its messages, as JSON. A header is written at every step, so it is
+    kept small: `execution_meta` leaves out fields at their defaults and the thread id when it
+    is the row's own (the runtime owns that class), and an empty `context_summary` is left
+    out. `decode_state` puts them back."""
+    meta_state = state.execution_meta
+    if thread_id is not None and meta_state.thread_id == thread_id:
+        meta = meta_state.model_dump_json(exclude_defaults=True, exclude={"thread_id"})
+    else:
+        meta = meta_state.model_dump_json(exclude_defaults=True)
+        if meta_state.thread_id is None:  # say so: an absent id means "the row's"
+            meta = meta[:-1] + ("," if meta != "{}" else "") + '"thread_id":null}'
+    skip = {"context", "execution_meta"}
+    if state.context_summary is None:
+        skip.add("context_summary")
+    rest = state.model_dump_json(exclude=skip)
     if rest == "{}":
         return '{"execution_meta":' + meta + "}"
     return rest[:-1] + ',"execution_meta":' + meta + "}"
@@ -106,6 +116,9 @@ def decode_state(
         ) from exc
     except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports JSON errors itself
         raise SerializationError(f"Thread {thread_id!r}: stored data is not JSON") from exc
+    stored_meta = json.loads(header_text).get("execution_meta")
+    if isinstance(stored_meta, dict) and "thread_id" not in stored_meta:
+        state.execution_meta.thread_id = thread_id
     if len(state.context) != len(messages):  # a row holding no message, or several
         raise SerializationError(
             f"Thread {thread_id!r}: {len(messages)} stored message rows decoded into "

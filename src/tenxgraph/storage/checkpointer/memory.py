@@ -88,7 +88,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
                 f"version {expected_version}: another run changed it. Reload and retry.",
                 context={"thread_id": thread_id, "expected": expected_version, "found": current},
             )
-        header = encode_header(state)
+        header = encode_header(state, thread_id)
         encoded = [encode_message(m) for m in new_messages]
         if thread is None:
             thread = self._threads[thread_id] = _Thread()

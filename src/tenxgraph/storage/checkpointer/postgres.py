@@ -352,7 +352,7 @@ class PgCheckpointer(BaseCheckpointer):
         new_messages: Sequence[Message],
         rewrite: bool = False,
     ) -> int:
-        header = encode_header(state)
+        header = encode_header(state, thread_id)
         ids = [str(m.message_id) for m in new_messages]
         bodies = [encode_message(m) for m in new_messages]
         step, status, node = checkpoint_fields(state)

@@ -327,7 +327,7 @@ class SqliteCheckpointer(BaseCheckpointer):
         new_messages: Sequence[Message],
         rewrite: bool = False,
     ) -> int:
-        header = encode_header(state)
+        header = encode_header(state, thread_id)
         encoded = [(str(m.message_id), encode_message(m)) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         async with self._transaction(write=True) as conn:
