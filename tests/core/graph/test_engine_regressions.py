@@ -34,3 +34,17 @@ async def test_replaced_and_reduced_fields_in_one_update_both_apply() -> None:
     )
     assert result["state"].visited == ["Lisbon"]
     assert result["messages"][-1].text() == "Lisbon:Lisbon"
+
+
+async def test_a_step_keeps_the_history_id_index() -> None:
+    # Undoing a node's (absent) in-place appends used to truncate the history even when
+    # nothing was appended, which dropped add_messages' id index: every step then rebuilt it,
+    # a cost growing with the history.
+    from tenxgraph.core.graph.merge import view_changes
+    from tenxgraph.core.state import add_messages
+
+    state = TripState()
+    state.context = add_messages([], [Message.text_message("a"), Message.text_message("b")])
+    pre = dict(state.__dict__)
+    assert view_changes(state, pre["context"], pre, 2, {}) == []
+    assert state.context._index is not None  # type: ignore[attr-defined]

@@ -40,7 +40,8 @@ def view_changes(
     fields = view.__dict__
     extra = context_changes(view, view_context, pre_len)
     if fields["context"] is view_context:
-        del view_context[pre_len:]
+        if len(view_context) > pre_len:  # only then: a deletion drops the history's id index
+            del view_context[pre_len:]
     else:
         fields["context"] = view_context
     for key, value in fields.items():
