@@ -377,7 +377,6 @@ class Run:
                         scope_token = current_scope.set(self._scope(state, spec))
                         agen = spec.call(state, self.settings.node_config)
                         stream_deltas = StreamEvent.MESSAGE in want
-                        template = self.chunk_template
                         guard.start(timeout)
                         try:
                             while True:
@@ -398,20 +397,7 @@ class Run:
                                     guard.armed = False
                                 if isinstance(item, Message) and item.delta:
                                     if stream_deltas:
-                                        fields = template.copy()
-                                        fields["message"] = item
-                                        fields["timestamp"] = time.time()
-                                        yield assemble(
-                                            StreamChunk,
-                                            fields,
-                                            {
-                                                "event",
-                                                "thread_id",
-                                                "run_id",
-                                                "timestamp",
-                                                "message",
-                                            },
-                                        )
+                                        yield self._message_chunk(item)
                                 else:
                                     self._collect(spec, item, output)
                             guard.check(spec, timeout, cancelled=False)
@@ -502,6 +488,16 @@ class Run:
 
     # -- running nodes ---------------------------------------------------------------------
 
+    async def _call(self, spec: NodeSpec, state: AgentState) -> Any:
+        """Call a node that is not a generator: async ones directly, sync ones in a worker
+        thread (awaiting what they return if it is awaitable)."""
+        if spec.kind == ASYNC:
+            return await spec.call(state, self.settings.node_config)
+        value = await asyncio.to_thread(spec.call, state, self.settings.node_config)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
     async def _run_single(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
         guard = self.guard
         timeout = self.settings.node_timeout
@@ -510,12 +506,7 @@ class Run:
         scope_token = current_scope.set(self._scope(state, spec))
         try:
             try:
-                if spec.kind == ASYNC:
-                    value = await spec.call(state, self.settings.node_config)
-                else:
-                    value = await asyncio.to_thread(spec.call, state, self.settings.node_config)
-                    if inspect.isawaitable(value):
-                        value = await value
+                value = await self._call(spec, state)
             finally:
                 guard.disarm()
                 current_scope.reset(scope_token)
@@ -606,12 +597,7 @@ class Run:
                     else:
                         self._collect(spec, item, output)
                 return output
-            if spec.kind == ASYNC:
-                value = await spec.call(state, config)
-            else:
-                value = await asyncio.to_thread(spec.call, state, config)
-                if inspect.isawaitable(value):
-                    value = await value
+            value = await self._call(spec, state)
         except (GraphError, asyncio.CancelledError):
             raise
         except Exception as exc:
