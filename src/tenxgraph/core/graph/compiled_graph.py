@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
-from tenxgraph.core.graph.merge import apply_update, tail
+from tenxgraph.core.graph.merge import apply_update, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.sync_bridge import LoopThread
@@ -163,17 +163,13 @@ class CompiledGraph:
             state, version, _ = await self._checkout(thread_id)
             before = state.context
             apply_update(self, state, update, "update_state")
-            added = (
-                list(state.context)
-                if version is None
-                else tail(before, state.context, self._append_only)
-            )
+            added = log_entries(before, state.context, self._append_only, version is None)
             return await self.checkpointer.asave(
                 thread_id,
                 expected_version=version,
                 state=state,
                 new_messages=state.context if added is None else added,
-                rewrite=version is not None and added is None,
+                rewrite=added is None,
             )
 
     def update_state(self, config: dict[str, Any], values: Any) -> int:

@@ -29,6 +29,7 @@ from tenxgraph.core.graph.merge import (
     context_changes,
     copy_message,
     input_messages,
+    log_entries,
     merge_fields,
     restore,
     snapshot,
@@ -299,16 +300,13 @@ class Run:
         before = state.context
         if messages:
             state.context = app._merge_messages(before, messages)
-        # a new thread stores everything, including messages its initial state came with;
         # a fork from an earlier version rewrites the log to that version's history
         added = (
-            list(state.context)
-            if version is None or forked
-            else tail(before, state.context, app._append_only)
+            None
+            if forked
+            else log_entries(before, state.context, app._append_only, version is None)
         )
-        self.version = await self._save(
-            state, version, added, rewrite=forked or (version is not None and added is None)
-        )
+        self.version = await self._save(state, version, added)
         return state, given
 
     async def _steps(self, state: AgentState) -> AsyncIterator[StreamChunk]:
@@ -462,7 +460,7 @@ class Run:
                     )
                 elif not frontier:  # the last step: this save also records the completion
                     _mark_completed(meta)
-                self.version = await self._save(state, self.version, added, rewrite=added is None)
+                self.version = await self._save(state, self.version, added)
             except BaseException:
                 restore(state, pre, pre_len)
                 meta.step = pre_step
@@ -484,7 +482,7 @@ class Run:
         meta = state.execution_meta
         if meta.status != ExecutionStatus.COMPLETED:  # the entry led straight to END
             _mark_completed(meta)
-            self.version = await self._save(state, self.version, [], rewrite=False)
+            self.version = await self._save(state, self.version, [])
 
     # -- running nodes ---------------------------------------------------------------------
 
@@ -707,9 +705,8 @@ class Run:
         state: AgentState,
         version: int | None,
         added: list[Message] | None,
-        *,
-        rewrite: bool,
     ) -> int | None:
+        """Checkpoint: append `added` to the log, or replace the log when it is None."""
         checkpointer = self.app.checkpointer
         if checkpointer is None:
             return version
@@ -717,8 +714,8 @@ class Run:
             self.settings.thread_id,
             expected_version=version,
             state=state,
-            new_messages=state.context if rewrite or added is None else added,
-            rewrite=rewrite,
+            new_messages=state.context if added is None else added,
+            rewrite=added is None,
         )
 
     async def _record_failure(self, state: AgentState, exc: BaseException) -> None:
@@ -731,7 +728,7 @@ class Run:
             state.execution_meta.internal_data["deferred"] = sorted(self.deferred)
         # the original error matters more than a failed bookkeeping write
         with contextlib.suppress(Exception):
-            self.version = await self._save(state, self.version, [], rewrite=False)
+            self.version = await self._save(state, self.version, [])
 
     def _scope(self, state: AgentState, spec: NodeSpec) -> InterruptScope:
         """What `interrupt()` inside this node sees: the answers given to it so far."""
@@ -753,7 +750,7 @@ class Run:
         meta.set_interrupt(node, reason, status, data)
         meta.internal_data["next"] = [s.name for s in frontier]
         meta.internal_data["deferred"] = sorted(self.deferred)
-        self.version = await self._save(state, self.version, [], rewrite=False)
+        self.version = await self._save(state, self.version, [])
         if self.want:  # every granularity is told: a paused run needs its caller
             yield self._update("interrupted", node=node, reason=reason, interrupt=data)
 

@@ -104,6 +104,15 @@ def tail(before: list[Message], after: list[Message], append_only: bool) -> list
     return list(after[n:])
 
 
+def log_entries(
+    before: list[Message], after: list[Message], append_only: bool, new_thread: bool
+) -> list[Message] | None:
+    """What a save appends to the thread's message log: every message for a new thread (its
+    initial state may come with some), else what `after` appended to `before`; None when the
+    history was rewritten, so the log is replaced by `after`."""
+    return list(after) if new_thread else tail(before, after, append_only)
+
+
 def merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], who: str) -> None:
     """Merge field updates through their reducers; fields without one are replaced."""
     reducers = app._reducers
@@ -165,6 +174,7 @@ __all__ = [
     "context_changes",
     "copy_message",
     "input_messages",
+    "log_entries",
     "merge_fields",
     "restore",
     "snapshot",
