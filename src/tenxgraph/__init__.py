@@ -13,6 +13,7 @@ from tenxgraph._lazy import lazy_getattr
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
+    "Agent": "tenxgraph.core.graph",
     "StateGraph": "tenxgraph.core.graph",
     "CompiledGraph": "tenxgraph.core.graph",
     "AgentState": "tenxgraph.core.state",
@@ -22,7 +23,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph import CompiledGraph, StateGraph
+    from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
     from tenxgraph.core.state import AgentState, Message
     from tenxgraph.utils.constants import END, START
 
@@ -37,6 +38,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "END",
     "START",
+    "Agent",
     "AgentState",
     "CompiledGraph",
     "Message",

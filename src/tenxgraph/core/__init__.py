@@ -16,20 +16,24 @@ from tenxgraph.core.state import *  # noqa: F403
 from tenxgraph.core.state import __all__ as _state_all
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph import CompiledGraph, StateGraph
+    from tenxgraph.core.graph import Agent, CompiledGraph, RetryConfig, StateGraph
 
-_LAZY = {"StateGraph": "tenxgraph.core.graph", "CompiledGraph": "tenxgraph.core.graph"}
+_LAZY = {
+    name: "tenxgraph.core.graph" for name in ("Agent", "CompiledGraph", "RetryConfig", "StateGraph")
+}
 
 
 __getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 
 __all__ = [
+    "Agent",
     "CompiledGraph",
     "GraphError",
     "GraphRecursionError",
     "NodeError",
     "NodeTimeoutError",
+    "RetryConfig",
     "StateGraph",
     "StorageError",
     *_state_all,

@@ -110,11 +110,66 @@ class MetricsError(GraphError):
     default_code = "METRICS_001"
 
 
+class ModelError(GraphError):
+    """A model provider refused or failed a call. `context` names the provider, model and HTTP
+    status; the message says what to do."""
+
+    default_code = "MODEL_000"
+
+    @property
+    def provider(self) -> str | None:
+        return self.context.get("provider")
+
+    @property
+    def model(self) -> str | None:
+        return self.context.get("model")
+
+    @property
+    def status_code(self) -> int | None:
+        return self.context.get("status_code")
+
+
+class ModelAuthError(ModelError):
+    """The provider rejected the credentials (401/403), or no key was found for it."""
+
+    default_code = "MODEL_AUTH_001"
+
+
+class ModelRateLimitError(ModelError):
+    """The provider said to slow down (429) and our retries ran out."""
+
+    default_code = "MODEL_RATE_LIMIT_001"
+
+
+class ModelContextWindowError(ModelError):
+    """The request is longer than the model's context window."""
+
+    default_code = "MODEL_CONTEXT_001"
+
+
+class ModelUnavailableError(ModelError):
+    """The provider failed (5xx), timed out or could not be reached, after our retries."""
+
+    default_code = "MODEL_UNAVAILABLE_001"
+
+
+class ModelRequestError(ModelError):
+    """The provider rejected the request as invalid (400, 404, 422): fix the request."""
+
+    default_code = "MODEL_REQUEST_001"
+
+
 __all__ = [
     "GraphError",
     "GraphRecursionError",
     "GraphStopRequested",
     "MetricsError",
+    "ModelAuthError",
+    "ModelContextWindowError",
+    "ModelError",
+    "ModelRateLimitError",
+    "ModelRequestError",
+    "ModelUnavailableError",
     "NodeError",
     "NodeTimeoutError",
     "ResourceNotFoundError",

@@ -1,6 +1,9 @@
-"""The graph: `StateGraph` (builder) -> `CompiledGraph` (the app) -> the engine (one loop)."""
+"""The graph: `StateGraph` (builder) -> `CompiledGraph` (the app) -> the engine (one loop);
+the `Agent` node that calls models."""
 
+from tenxgraph.core.graph.agent import Agent
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.graph.state_graph import StateGraph
+from tenxgraph.core.llm.retry import RetryConfig
 
-__all__ = ["CompiledGraph", "StateGraph"]
+__all__ = ["Agent", "CompiledGraph", "RetryConfig", "StateGraph"]

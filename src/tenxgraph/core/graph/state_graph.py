@@ -141,7 +141,8 @@ class StateGraph:
                         {"edge": [source, target]},
                     )
         specs = {
-            name: compile_node(name, func, i) for i, (name, func) in enumerate(self.nodes.items())
+            name: compile_node(name, _bound(name, func, self.nodes), i)
+            for i, (name, func) in enumerate(self.nodes.items())
         }
         branches = []
         for source, condition, path_map in self.branches:
@@ -197,3 +198,10 @@ class StateGraph:
 
 
 __all__ = ["StateGraph"]
+
+
+def _bound(name: str, func: Any, nodes: dict[str, Any]) -> Any:
+    """The node as this graph runs it: nodes that refer to other nodes by name (an Agent's
+    `tool_node`) resolve them here, in a copy, so one node object can serve several graphs."""
+    bind = getattr(func, "_bind_to_graph", None)
+    return bind(name, nodes) if bind is not None else func

@@ -1,0 +1,244 @@
+"""The `Agent` node: builds a model request from the state, calls the model through the
+retry/fallback chain, and returns the answer as a `Message` (streamed under `astream`)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.llm import calling
+from tenxgraph.core.llm.calling import Route
+from tenxgraph.core.llm.litellm_client import LiteLLMClient
+from tenxgraph.core.llm.models import resolve
+from tenxgraph.core.llm.request import ModelClient, ModelRequest
+from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
+from tenxgraph.core.state import AgentState, Message
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_SUMMARY_NOTE = "Summary of the earlier conversation:\n"
+
+
+class ToolSource(Protocol):
+    """What an Agent needs from its tool node: the OpenAI-format schemas of its tools."""
+
+    def all_tools(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class Agent:
+    """A graph node that asks a model for the next assistant message.
+
+    `model` is a litellm model name (``"openai/gpt-4o-mini"``, ``"anthropic/..."``), ``"test"``
+    for the offline model, or a `ModelClient` object. Extra keyword arguments (temperature,
+    max_tokens, api_base, api_key, timeout, ...) go to the provider as they are.
+    Constructing an Agent touches no network and needs no key.
+    """
+
+    def __init__(
+        self,
+        model: str | ModelClient,
+        *,
+        system_prompt: str | Iterable[str | Mapping[str, Any]] | None = None,
+        tool_node: str | ToolSource | None = None,
+        extra_messages: Iterable[Message] | None = None,
+        trim_context: bool = False,
+        tools_tags: Iterable[str] | None = None,
+        output_schema: type[BaseModel] | None = None,
+        reasoning_config: Mapping[str, Any] | bool | None = None,
+        retry_config: RetryConfig | bool | None = True,
+        fallback_models: Iterable[str | ModelClient] | None = None,
+        output_type: str = "text",
+        **llm_kwargs: Any,
+    ) -> None:
+        if output_type != "text":
+            raise ValueError(
+                f"output_type={output_type!r} is not supported: an Agent answers with messages "
+                "(text, tool calls, reasoning); use output_schema for structured output"
+            )
+        if output_schema is not None and not (
+            inspect.isclass(output_schema) and issubclass(output_schema, BaseModel)
+        ):
+            raise TypeError(f"output_schema must be a pydantic model class, not {output_schema!r}")
+        if (
+            tool_node is not None
+            and not isinstance(tool_node, str)
+            and not callable(getattr(tool_node, "all_tools", None))
+        ):
+            raise TypeError(
+                "tool_node must be the name of a ToolNode in the graph or an object with "
+                f"all_tools(), not {type(tool_node).__name__}"
+            )
+        self.model = model
+        self.system_prompt = _system_prompts(system_prompt)
+        self.tool_node = tool_node
+        self.extra_messages = list(extra_messages or ())
+        self.trim_context = trim_context
+        self.tools_tags = set(tools_tags) if tools_tags is not None else None
+        self.output_schema = output_schema
+        self.reasoning_config = reasoning_config
+        self.retry_config = retry_config_from(retry_config)
+        self.fallback_models = list(fallback_models or ())
+        self.llm_kwargs = {**llm_kwargs, **_reasoning_settings(reasoning_config)}
+        client = LiteLLMClient()
+        self._routes: tuple[Route, ...] = tuple(
+            resolve(m, client) for m in (model, *self.fallback_models)
+        )
+        self._tools: ToolSource | None = None if isinstance(tool_node, str) else tool_node
+
+    def __repr__(self) -> str:
+        return f"Agent(model={self._routes[0].model!r})"
+
+    # -- graph wiring ----------------------------------------------------------------------
+
+    def _bind_to_graph(self, name: str, nodes: Mapping[str, Any]) -> Agent:
+        """The copy of this Agent that a compiled graph runs: its `tool_node` name resolved to
+        that graph's node (GRAPH_005 unknown, GRAPH_006 not a tool node). The Agent the user
+        holds is not changed, so it may serve several graphs."""
+        if not isinstance(self.tool_node, str):
+            return self
+        target = nodes.get(self.tool_node)
+        if target is None:
+            raise GraphError(
+                f"Agent node {name!r} has tool_node={self.tool_node!r}, which is not a node of "
+                f"the graph: add it with graph.add_node({self.tool_node!r}, ToolNode([...]))",
+                "GRAPH_005",
+                {"node": name, "tool_node": self.tool_node},
+            )
+        if not callable(getattr(target, "all_tools", None)):
+            raise GraphError(
+                f"Agent node {name!r} has tool_node={self.tool_node!r}, but that node is a "
+                f"{type(target).__name__}, not a ToolNode",
+                "GRAPH_006",
+                {"node": name, "tool_node": self.tool_node},
+            )
+        bound = copy.copy(self)
+        bound._tools = target
+        return bound
+
+    # -- the node --------------------------------------------------------------------------
+
+    async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Message]:
+        request = await self.build_request(state)
+        if config.get("is_stream"):
+            final: Message | None = None
+            async for message in calling.stream(self._routes, request, self.retry_config):
+                if message.delta:
+                    yield message
+                else:
+                    final = message
+            if final is None:
+                raise RuntimeError(f"{self!r}: the model stream ended without a final message")
+            yield self._finish(final)
+        else:
+            yield self._finish(await calling.complete(self._routes, request, self.retry_config))
+
+    async def build_request(self, state: AgentState) -> ModelRequest:
+        """The request this Agent would send for `state`: system prompts with their
+        `{field}` placeholders filled, the summary note, the history, the extra messages."""
+        messages = [
+            Message.text_message(_fill(prompt, state), "system") for prompt in self.system_prompt
+        ]
+        if state.context_summary:
+            messages.append(Message.text_message(_SUMMARY_NOTE + state.context_summary, "system"))
+        messages.extend(state.context)
+        messages.extend(self.extra_messages)
+        tools = await self._tool_schemas()
+        return ModelRequest(
+            model=self._routes[0].model,
+            messages=messages,
+            tools=tools,
+            output_schema=self.output_schema,
+            settings=self.llm_kwargs,
+        )
+
+    async def _tool_schemas(self) -> list[dict[str, Any]]:
+        source = self._tools
+        if source is None:
+            return []
+        value = source.all_tools(tags=self.tools_tags) if self.tools_tags else source.all_tools()
+        if inspect.isawaitable(value):
+            value = await value
+        return list(value)
+
+    def _finish(self, message: Message) -> Message:
+        schema = self.output_schema
+        if schema is not None and message.parsed_content is None and not message.has_tool_calls():
+            try:
+                message.parsed_content = schema.model_validate_json(message.text())
+            except ValidationError as exc:
+                message.metadata["parse_error"] = str(exc)
+                logger.warning(
+                    "%r: the answer does not match output_schema %s: %s", self, schema.__name__, exc
+                )
+        return message
+
+
+def _system_prompts(value: str | Iterable[str | Mapping[str, Any]] | None) -> list[str]:
+    """System prompts as strings: a str, or a list of strs or ``{"role": "system",
+    "content": ...}`` dicts (the 10xgraph shape)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    prompts: list[str] = []
+    for item in value:
+        if isinstance(item, str):
+            prompts.append(item)
+        elif isinstance(item, Mapping) and isinstance(item.get("content"), str):
+            prompts.append(item["content"])
+        else:
+            raise TypeError(
+                "system_prompt items must be strings or {'role': 'system', 'content': str} "
+                f"dicts, got {item!r}"
+            )
+    return prompts
+
+
+def _fill(prompt: str, state: AgentState) -> str:
+    """`{field}` placeholders naming a state field are replaced by its value; any other braces
+    (JSON examples, say) are left alone."""
+    if "{" not in prompt:
+        return prompt
+    fields = type(state).model_fields
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in fields and name != "context":
+            return str(getattr(state, name))
+        return match.group(0)
+
+    return _PLACEHOLDER.sub(value, prompt)
+
+
+def _reasoning_settings(config: Mapping[str, Any] | bool | None) -> dict[str, Any]:
+    """Provider settings for `reasoning_config`: ``{"effort": "low"|"medium"|"high"}`` or
+    ``{"budget_tokens": N}``; None/False sends nothing (models without reasoning reject it)."""
+    if config is None or config is False:
+        return {}
+    if config is True:
+        return {"reasoning_effort": "medium"}
+    if not isinstance(config, Mapping):
+        raise TypeError(f"reasoning_config must be a dict, True, False or None, not {config!r}")
+    unknown = set(config) - {"effort", "budget_tokens"}
+    if unknown:
+        raise ValueError(
+            f"reasoning_config keys {sorted(unknown)} are not understood; use 'effort' "
+            "('low'|'medium'|'high') or 'budget_tokens'"
+        )
+    settings: dict[str, Any] = {}
+    if "effort" in config:
+        settings["reasoning_effort"] = config["effort"]
+    if "budget_tokens" in config:
+        settings["thinking"] = {"type": "enabled", "budget_tokens": int(config["budget_tokens"])}
+    return settings
+
+
+__all__ = ["Agent", "ToolSource"]

@@ -1,0 +1,235 @@
+"""The litellm adapter: one `ModelClient` for every provider litellm routes by model name."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import Any, NoReturn
+
+from tenxgraph.core.exceptions import (
+    ModelAuthError,
+    ModelContextWindowError,
+    ModelError,
+    ModelRateLimitError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from tenxgraph.core.llm.request import ModelRequest
+from tenxgraph.core.llm.retry import retry_after_seconds
+from tenxgraph.core.llm.wire_in import StreamAssembler, message_from_response
+from tenxgraph.core.llm.wire_out import to_wire
+from tenxgraph.core.state import Message
+
+_litellm: ModuleType | None = None
+
+
+def load_litellm() -> ModuleType:
+    """Import litellm on first use. Its import would otherwise fetch a price list over the
+    network (and start a retry thread when that fails), so the bundled one is forced first."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True  # no "Give Feedback" banners on every error
+        _litellm = litellm
+    return _litellm
+
+
+class LiteLLMClient:
+    """Calls `litellm.acompletion` and converts its answers. Stateless apart from caches, so
+    one instance may serve any number of Agents and event loops."""
+
+    def __init__(self) -> None:
+        self._providers: dict[str, str] = {}
+        self._keys_checked: set[str] = set()
+
+    def provider(self, model: str, api_base: str | None = None) -> str:
+        """The provider litellm routes `model` to (``openai``, ``anthropic``, ``gemini``...)."""
+        found = self._providers.get(model)
+        if found is None:
+            litellm = load_litellm()
+            try:
+                found = litellm.get_llm_provider(model, api_base=api_base)[1]
+            except Exception as exc:
+                raise ModelRequestError(
+                    f"litellm cannot tell which provider serves model {model!r}: prefix the name "
+                    "with its provider, e.g. 'openai/gpt-4o-mini', 'anthropic/claude-sonnet-4-5' "
+                    "or 'gemini/gemini-2.5-flash' (or use 'test' for the offline model)",
+                    context={"model": model},
+                ) from exc
+            self._providers[model] = found
+        return found
+
+    def _check_key(self, model: str, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
+        """Fail before sending anything when no key is set: litellm would report a missing key
+        as a server error (which looks retryable) for some providers."""
+        if settings.get("api_key") or model in self._keys_checked:
+            return settings
+        report = load_litellm().validate_environment(model)
+        missing = report.get("missing_keys") or []
+        if report.get("keys_in_environment") or not missing:
+            self._keys_checked.add(model)
+            return settings
+        if settings.get("api_base"):
+            # OpenAI-compatible local servers (vLLM, Ollama...) need no key, but the SDK does
+            return {**settings, "api_key": "no-key-needed"}
+        names = " or ".join(missing)
+        raise ModelAuthError(
+            f"No API key for {provider} (model {model!r}): set {names} in the environment, or "
+            "pass api_key=... to the Agent",
+            context={
+                "provider": provider,
+                "model": model,
+                "status_code": None,
+                "missing_keys": missing,
+            },
+        )
+
+    def _kwargs(self, request: ModelRequest, provider: str, stream: bool) -> dict[str, Any]:
+        settings = self._check_key(request.model, provider, request.settings)
+        kwargs: dict[str, Any] = {
+            **settings,
+            "model": request.model,
+            "messages": to_wire(request.messages, provider),
+            "num_retries": 0,
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.output_schema is not None:
+            kwargs["response_format"] = request.output_schema
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        return kwargs
+
+    async def acomplete(self, request: ModelRequest) -> Message:
+        provider = self.provider(request.model, request.settings.get("api_base"))
+        litellm = load_litellm()
+        kwargs = self._kwargs(request, provider, stream=False)
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except Exception as exc:
+            _reraise(exc, provider, request.model, request.settings)
+        hidden = getattr(response, "_hidden_params", None) or {}
+        return message_from_response(response, provider, request.model, hidden.get("response_cost"))
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[Message]:
+        provider = self.provider(request.model, request.settings.get("api_base"))
+        litellm = load_litellm()
+        kwargs = self._kwargs(request, provider, stream=True)
+        assembler = StreamAssembler(provider, request.model)
+        try:
+            stream = await litellm.acompletion(**kwargs)
+        except Exception as exc:
+            _reraise(exc, provider, request.model, request.settings)
+        try:
+            add = assembler.add
+            async for chunk in stream:
+                delta = add(chunk)
+                if delta is not None:
+                    yield delta
+        except Exception as exc:
+            _reraise(exc, provider, request.model, request.settings)
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+        yield assembler.finish()
+
+
+def _reraise(exc: Exception, provider: str, model: str, settings: dict[str, Any]) -> NoReturn:
+    error = model_error(exc, provider, model, settings)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+_KEY_PATTERNS = re.compile(r"(key=|sk-|bearer\s+)[A-Za-z0-9_\-\.]{6,}", re.IGNORECASE)
+
+
+def _redact(text: str, settings: dict[str, Any]) -> str:
+    key = settings.get("api_key")
+    if isinstance(key, str) and len(key) > 3:
+        text = text.replace(key, "***")
+    return _KEY_PATTERNS.sub(lambda m: m.group(1) + "***", text)
+
+
+def model_error(
+    exc: BaseException, provider: str, model: str, settings: dict[str, Any]
+) -> BaseException:
+    """Our exception for a litellm one; anything that is not a provider error is returned
+    unchanged so real bugs keep their own type."""
+    litellm = load_litellm()
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = None
+    detail = _redact(str(getattr(exc, "message", None) or exc), settings)
+    context: dict[str, Any] = {
+        "provider": provider,
+        "model": model,
+        "status_code": status,
+        "detail": detail,
+    }
+    where = f"{provider} model {model!r}"
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return ModelContextWindowError(
+            f"The request is longer than the context window of {where}: trim the "
+            "conversation (a context manager with trim_context=True) or use a model with a "
+            f"larger window. Provider said: {detail}",
+            context=context,
+        )
+    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
+        return ModelAuthError(
+            f"{where} rejected the credentials (HTTP {status}): check the API key for "
+            f"{provider} (its environment variable or api_key=...) and that it may use this "
+            f"model. Provider said: {detail}",
+            context=context,
+        )
+    if isinstance(exc, litellm.RateLimitError):
+        headers = getattr(exc, "litellm_response_headers", None)
+        if not headers:
+            response = getattr(exc, "response", None)
+            headers = getattr(response, "headers", None)
+        context["retry_after"] = retry_after_seconds(headers)
+        return ModelRateLimitError(
+            f"{where} is rate limiting us (HTTP 429): slow down, raise your quota, or set "
+            f"fallback_models. Provider said: {detail}",
+            context=context,
+        )
+    if isinstance(exc, litellm.Timeout):
+        context["status_code"] = None
+        return ModelUnavailableError(
+            f"{where} did not answer in time: raise timeout=... on the Agent or try again. "
+            f"{detail}",
+            context=context,
+        )
+    if isinstance(
+        exc,
+        litellm.APIConnectionError
+        | litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError,
+    ) or (status is not None and status >= 500):
+        return ModelUnavailableError(
+            f"{where} failed or could not be reached"
+            + (f" (HTTP {status})" if status else "")
+            + f": try again later or set fallback_models. Provider said: {detail}",
+            context=context,
+        )
+    if isinstance(
+        exc, litellm.BadRequestError | litellm.NotFoundError | litellm.UnprocessableEntityError
+    ):
+        return ModelRequestError(
+            f"{where} rejected the request as invalid (HTTP {status}): check the model name "
+            f"and the parameters passed to the Agent. Provider said: {detail}",
+            context=context,
+        )
+    if isinstance(exc, litellm.APIError) or type(exc).__module__.startswith(("litellm", "openai")):
+        return ModelError(f"{where} failed: {detail}", context=context)
+    return exc
+
+
+__all__ = ["LiteLLMClient", "load_litellm", "model_error"]

@@ -1,0 +1,40 @@
+"""What an Agent asks a model for, and the protocol every model client implements."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from tenxgraph.core.state import Message
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One model call, in our own terms.
+
+    `messages` is the whole prompt as `Message`s (system prompts and the summary note first);
+    `tools` are OpenAI-format function schemas; `settings` are passed to the provider as they
+    are (temperature, max_tokens, api_base, ...).
+    """
+
+    model: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    output_schema: type[BaseModel] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """A model: `acomplete` answers with one complete `Message`; `astream` yields
+    `Message(delta=True)` pieces and then the same complete `Message` last."""
+
+    async def acomplete(self, request: ModelRequest) -> Message: ...
+
+    def astream(self, request: ModelRequest) -> AsyncIterator[Message]: ...
+
+
+__all__ = ["ModelClient", "ModelRequest"]

@@ -1,0 +1,332 @@
+"""litellm's answers -> our `Message`s: whole responses, and streams assembled chunk by chunk.
+
+Pure functions over litellm's OpenAI-shaped objects; they never import litellm themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.core.state.message import _text_message, generate_id
+from tenxgraph.core.state.message_block import (
+    ContentBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+)
+
+# keys that may carry a credential; never kept in `Message.raw`
+_SECRET_KEYS = frozenset(
+    {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key", "proxy-authorization"}
+)
+
+
+def message_from_response(
+    response: Any, provider: str | None, model: str, response_cost: float | None = None
+) -> Message:
+    """A complete assistant `Message` from a litellm `ModelResponse` (or its dict)."""
+    raw = response if isinstance(response, dict) else response.model_dump()
+    raw = scrub(raw)
+    choices = raw.get("choices") or [{}]
+    choice = choices[0]
+    wire = choice.get("message") or {}
+    draft = Draft(response_id=raw.get("id"), model=raw.get("model") or model)
+    draft.finish_reason = choice.get("finish_reason")
+    draft.text = _text_of(wire.get("content"))
+    draft.reasoning = wire.get("reasoning_content") or wire.get("reasoning") or ""
+    for position, block in enumerate(wire.get("thinking_blocks") or ()):
+        draft.add_thinking(position, block.get("thinking"), block.get("signature"))
+    for position, call in enumerate(wire.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        draft.add_call_fragment(
+            position, call.get("id"), function.get("name"), function.get("arguments")
+        )
+    draft.usage = raw.get("usage")
+    if raw.get("system_fingerprint"):
+        draft.extra["system_fingerprint"] = raw["system_fingerprint"]
+    draft.cost = response_cost
+    return draft.build(provider, raw)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str | None
+    name: str
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Draft:
+    """An assistant message being put together: from a whole response, or chunk by chunk."""
+
+    response_id: str | None = None
+    model: str | None = None
+    message_id: str | int = field(default_factory=generate_id)
+    text: str = ""
+    reasoning: str = ""
+    thinking: dict[int, list[Any]] = field(default_factory=dict)  # index -> [text, signature]
+    calls: list[_Call] = field(default_factory=list)
+    call_slots: dict[int, int] = field(default_factory=dict)  # provider index -> calls position
+    finish_reason: str | None = None
+    usage: Any = None
+    cost: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add_thinking(self, index: int, text: str | None, signature: str | None) -> None:
+        slot = self.thinking.setdefault(index, ["", None])
+        if text:
+            slot[0] += text
+        if signature:
+            slot[1] = signature
+
+    def add_call_fragment(
+        self, index: int, call_id: str | None, name: str | None, arguments: str | None
+    ) -> None:
+        """One piece of a tool call. Pieces with the same index belong together, except that
+        a new id at a used index starts a new call (some providers send every call whole,
+        all at index 0)."""
+        position = self.call_slots.get(index)
+        if position is None or (call_id and self.calls[position].id not in (None, call_id)):
+            position = len(self.calls)
+            self.calls.append(_Call(call_id, ""))
+            self.call_slots[index] = position
+        call = self.calls[position]
+        if call_id and call.id is None:
+            call.id = call_id
+        if name:
+            call.name += name
+        if arguments:
+            call.arguments.append(arguments)
+
+    # -- the finished message ----------------------------------------------------------------
+
+    def build(self, provider: str | None, raw: dict[str, Any] | None = None) -> Message:
+        content: list[ContentBlock] = []
+        for _, (text, signature) in sorted(self.thinking.items()):
+            content.append(ReasoningBlock(summary=text, signature=signature))
+        if not self.thinking and self.reasoning:
+            content.append(ReasoningBlock(summary=self.reasoning))
+        if self.text:
+            content.append(TextBlock(text=self.text))
+        tools_calls: list[dict[str, Any]] = []
+        errors: dict[str, str] = {}
+        for call in self.calls:
+            call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"
+            arguments = "".join(call.arguments)
+            args, error = parse_arguments(arguments)
+            if error is not None:
+                errors[call_id] = error
+            content.append(ToolCallBlock(id=call_id, name=call.name, args=args))
+            tools_calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments or "{}"},
+                }
+            )
+        metadata: dict[str, Any] = {
+            "provider": provider,
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+            "response_id": self.response_id,
+        }
+        if self.cost is not None:
+            metadata["cost"] = self.cost
+        if errors:
+            metadata["tool_call_errors"] = errors
+        metadata.update(self.extra)
+        reasoning = self.reasoning or "".join(t for t, _ in self.thinking.values()) or None
+        return Message(
+            message_id=self.message_id,
+            role="assistant",
+            content=content,
+            tools_calls=tools_calls or None,
+            reasoning=reasoning,
+            metadata=metadata,
+            usages=token_usages(self.usage),
+            raw=raw if raw is not None else self._raw(tools_calls),
+        )
+
+    def _raw(self, tools_calls: list[dict[str, Any]]) -> dict[str, Any]:
+        """A streamed answer has no single response body; this is the chat.completion it adds
+        up to."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if tools_calls:
+            message["tool_calls"] = tools_calls
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        return {
+            "id": self.response_id,
+            "object": "chat.completion",
+            "model": self.model,
+            "choices": [{"index": 0, "finish_reason": self.finish_reason, "message": message}],
+            "usage": _as_dict(self.usage),
+        }
+
+
+def parse_arguments(arguments: str | None) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as a dict, or `({}, error)` when they are not a JSON object; the
+    error is kept so the tool layer can tell the model what was wrong."""
+    if not arguments or not arguments.strip():
+        return {}, None
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {arguments}"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}: {arguments}"
+    return value, None
+
+
+def _as_dict(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value
+    dump = getattr(value, "model_dump", None)
+    return dump() if dump is not None else dict(value)
+
+
+def token_usages(usage: Any) -> TokenUsages | None:
+    """`TokenUsages` from an OpenAI/litellm usage object or dict; cached and cache-write
+    prompt tokens, reasoning, image and audio tokens included when the provider reports them."""
+    data = _as_dict(usage)
+    if not data:
+        return None
+    prompt = _int(data.get("prompt_tokens"))
+    completion = _int(data.get("completion_tokens"))
+    prompt_details = _as_dict(data.get("prompt_tokens_details")) or {}
+    completion_details = _as_dict(data.get("completion_tokens_details")) or {}
+    cached = _int(data.get("cache_read_input_tokens")) or _int(prompt_details.get("cached_tokens"))
+    created = _int(data.get("cache_creation_input_tokens")) or _int(
+        prompt_details.get("cache_creation_tokens")
+    )
+    return TokenUsages(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=_int(data.get("total_tokens")) or prompt + completion,
+        reasoning_tokens=_int(completion_details.get("reasoning_tokens")),
+        cache_read_input_tokens=cached,
+        cache_creation_input_tokens=created,
+        image_tokens=_int(prompt_details.get("image_tokens")),
+        audio_tokens=_int(prompt_details.get("audio_tokens")),
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def scrub(value: Any) -> Any:
+    """`value` without any key that could hold a credential, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: scrub(v)
+            for k, v in value.items()
+            if not (isinstance(k, str) and k.lower() in _SECRET_KEYS)
+        }
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
+
+
+class StreamAssembler:
+    """Turns litellm stream chunks into `Message(delta=True)` pieces and, at the end, the one
+    complete message. Every piece and the final message share one `message_id`."""
+
+    __slots__ = ("_text", "draft", "provider")
+
+    def __init__(self, provider: str | None, model: str) -> None:
+        self.draft = Draft(model=model)
+        self.provider = provider
+        self._text: list[str] = []
+
+    def add(self, chunk: Any) -> Message | None:
+        """The delta message for one chunk, or None when it carries nothing to show."""
+        draft = self.draft
+        if draft.response_id is None:
+            draft.response_id = getattr(chunk, "id", None)
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            draft.usage = usage
+            cost = getattr(usage, "cost", None)
+            if cost is not None:
+                draft.cost = cost
+        choices = chunk.choices
+        if not choices:
+            return None
+        choice = choices[0]
+        if choice.finish_reason:
+            draft.finish_reason = choice.finish_reason
+        delta = choice.delta
+        text = delta.content
+        reasoning = getattr(delta, "reasoning_content", None)
+        calls = delta.tool_calls
+        thinking = getattr(delta, "thinking_blocks", None)
+        if text and not (reasoning or calls or thinking):  # the hot path: a text token
+            self._text.append(text)
+            return _text_message(text, "assistant", draft.message_id, True)
+        return self._general(text, reasoning, calls, thinking)
+
+    def _general(self, text: Any, reasoning: Any, calls: Any, thinking: Any) -> Message | None:
+        draft = self.draft
+        content: list[ContentBlock] = []
+        if thinking:
+            for position, block in enumerate(thinking):
+                data = block if isinstance(block, dict) else _as_dict(block) or {}
+                draft.add_thinking(
+                    data.get("index") or position, data.get("thinking"), data.get("signature")
+                )
+        if reasoning:
+            draft.reasoning += reasoning
+            content.append(ReasoningBlock(summary=reasoning))
+        if text:
+            self._text.append(text)
+            content.append(TextBlock(text=text))
+        fragments: list[dict[str, Any]] = []
+        for call in calls or ():
+            function = call.function
+            name = getattr(function, "name", None) if function is not None else None
+            arguments = getattr(function, "arguments", None) if function is not None else None
+            index = call.index if call.index is not None else 0
+            draft.add_call_fragment(index, call.id, name, arguments)
+            fragments.append(
+                {"index": index, "id": call.id, "function": {"name": name, "arguments": arguments}}
+            )
+        if not content and not fragments:
+            return None
+        return Message(
+            message_id=draft.message_id,
+            role="assistant",
+            content=content,
+            delta=True,
+            reasoning=reasoning or None,
+            tools_calls=fragments or None,
+        )
+
+    def finish(self) -> Message:
+        """The complete message; call once the stream has ended."""
+        self.draft.text = "".join(self._text)
+        return self.draft.build(self.provider)
+
+
+__all__ = [
+    "Draft",
+    "StreamAssembler",
+    "message_from_response",
+    "parse_arguments",
+    "scrub",
+    "token_usages",
+]

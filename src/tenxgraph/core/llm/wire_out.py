@@ -1,0 +1,167 @@
+"""Our messages -> the OpenAI chat format litellm takes for every provider. Pure functions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tenxgraph.core.state import Message
+from tenxgraph.core.state.message_block import (
+    AudioBlock,
+    DocumentBlock,
+    ImageBlock,
+    MediaRef,
+    ReasoningBlock,
+    RemoteToolCallBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+# providers that want their thinking blocks (with signature) sent back on the next turn
+_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
+
+
+def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[str, Any]]:
+    """The chat messages for `messages`. Delta messages and remote tool calls are skipped;
+    a tool message becomes one wire message per tool result."""
+    replay_thinking = provider in _THINKING_PROVIDERS
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if message.delta:
+            continue
+        role = message.role
+        if role == "tool":
+            wire.extend(_tool_results(message))
+        elif role == "assistant":
+            if any(isinstance(b, RemoteToolCallBlock) for b in message.content):
+                continue
+            wire.append(_assistant(message, replay_thinking))
+        else:
+            wire.append({"role": role, "content": _content(message)})
+    return wire
+
+
+def _content(message: Message) -> str | list[dict[str, Any]]:
+    """A plain string for text-only content, else a list of OpenAI content parts."""
+    blocks = message.content
+    texts = [b.text for b in blocks if isinstance(b, TextBlock)]
+    if len(texts) == len(blocks):
+        return "".join(texts)
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            parts.append({"type": "image_url", "image_url": {"url": _url(block.media)}})
+        elif isinstance(block, DocumentBlock):
+            parts.append(_document(block))
+        elif isinstance(block, AudioBlock):
+            parts.append(_audio(block.media))
+        elif isinstance(block, ToolResultBlock):
+            parts.append({"type": "text", "text": _output_text(block.output)})
+    return parts
+
+
+def _url(media: MediaRef) -> str:
+    if media.kind == "url" and media.url is not None:
+        return media.url
+    if media.kind == "data":
+        return f"data:{media.mime_type or 'application/octet-stream'};base64,{media.data_base64}"
+    return media.file_id or ""
+
+
+def _document(block: DocumentBlock) -> dict[str, Any]:
+    media = block.media
+    if media.kind == "file_id":
+        return {"type": "file", "file": {"file_id": media.file_id}}
+    if media.kind == "data":
+        file: dict[str, Any] = {"file_data": _url(media)}
+        if media.filename:
+            file["filename"] = media.filename
+        return {"type": "file", "file": file}
+    if block.text:  # a fetched document we already have the text of
+        return {"type": "text", "text": block.text}
+    return {"type": "file", "file": {"file_id": media.url}}
+
+
+def _audio(media: MediaRef) -> dict[str, Any]:
+    mime = media.mime_type or "audio/wav"
+    return {
+        "type": "input_audio",
+        "input_audio": {"data": media.data_base64 or "", "format": mime.rsplit("/", 1)[-1]},
+    }
+
+
+def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
+    if calls:
+        raw_args = _raw_arguments(message)
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": raw_args.get(call.id) or json.dumps(call.args),
+                },
+            }
+            for call in calls
+        ]
+    elif message.tools_calls:
+        out["tool_calls"] = [_openai_call(call) for call in message.tools_calls]
+    if out["content"] is None and "tool_calls" not in out:
+        out["content"] = ""
+    if replay_thinking:
+        thinking = [
+            {"type": "thinking", "thinking": b.summary, "signature": b.signature}
+            for b in message.content
+            if isinstance(b, ReasoningBlock) and b.signature
+        ]
+        if thinking:
+            out["thinking_blocks"] = thinking
+    return out
+
+
+def _raw_arguments(message: Message) -> dict[str, str]:
+    """Arguments exactly as the model sent them, by call id: echoing them back unchanged keeps
+    the provider's prompt cache warm and shows the model its own invalid JSON."""
+    found: dict[str, str] = {}
+    for call in message.tools_calls or ():
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and call.get("id"):
+            found[call["id"]] = arguments
+    return found
+
+
+def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = dict(call.get("function") or {})
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        function["arguments"] = json.dumps(arguments or {})
+    return {"id": call.get("id"), "type": "function", "function": function}
+
+
+def _tool_results(message: Message) -> list[dict[str, Any]]:
+    results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    if not results:  # a tool message without result blocks: its text answers the first call
+        call_id = message.metadata.get("tool_call_id")
+        return [{"role": "tool", "tool_call_id": call_id, "content": message.text()}]
+    return [
+        {"role": "tool", "tool_call_id": b.call_id, "content": _output_text(b.output)}
+        for b in results
+    ]
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if output is None:
+        return ""
+    return json.dumps(output, default=str, ensure_ascii=False)
+
+
+__all__ = ["to_wire"]
