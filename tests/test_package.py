@@ -20,6 +20,8 @@ ENTRY_POINTS = [
     "tenxgraph.utils",
     "tenxgraph.utils.constants",
     "tenxgraph.core.exceptions",
+    "tenxgraph.core.graph",
+    "tenxgraph.core.llm",
 ]
 
 # Libraries that do I/O (network, databases, tokenizers): the data model must not pull them in.
@@ -67,6 +69,22 @@ def test_import_does_not_pull_in_io_libraries(module: str, tmp_path: Path) -> No
     proc = run_python("-c", code, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_building_an_agent_graph_does_not_import_litellm(tmp_path: Path) -> None:
+    """litellm costs seconds to import: it loads on the first real model call, not before."""
+    code = (
+        "import sys\n"
+        "from tenxgraph import Agent, StateGraph, START, END\n"
+        "g = StateGraph()\n"
+        "g.add_node('agent', Agent('openai/gpt-4o-mini', temperature=0))\n"
+        "g.add_edge(START, 'agent'); g.add_edge('agent', END)\n"
+        "g.compile()\n"
+        "print('litellm' in sys.modules, 'openai' in sys.modules)\n"
+    )
+    proc = run_python("-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False"]
 
 
 def test_lazy_attributes() -> None:

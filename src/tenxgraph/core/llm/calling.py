@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from tenxgraph.core.exceptions import ModelError
+from tenxgraph.core.exceptions import ModelContextWindowError, ModelError
 from tenxgraph.core.llm import retry
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, is_retryable
@@ -27,7 +27,7 @@ class Route:
 
 async def complete(routes: Sequence[Route], request: ModelRequest, config: RetryConfig) -> Message:
     """One complete answer from the first model in `routes` that gives one."""
-    last: ModelError | None = None
+    failures: list[tuple[str, ModelError]] = []
     for route in routes:
         asked = dataclasses.replace(request, model=route.model)
         attempt = 0
@@ -35,15 +35,13 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
             try:
                 return await route.client.acomplete(asked)
             except ModelError as error:
-                if not is_retryable(error, config):
-                    raise
-                if attempt >= config.max_retries:
-                    last = _exhausted(error, attempt)
+                wait = _retry_wait(error, attempt, config)
+                if wait is None:
+                    _give_up(route.model, error, attempt, failures, config)
                     break
                 attempt += 1
-                await retry.sleep(_wait(config, attempt, error))
-    assert last is not None
-    raise last
+                await retry.sleep(wait)
+    raise _final(failures)
 
 
 async def stream(
@@ -52,7 +50,7 @@ async def stream(
     """The pieces and then the complete answer of the first model in `routes` that gives
     one. A failure after the first piece went out is raised, not retried: the consumer has
     already shown that text."""
-    last: ModelError | None = None
+    failures: list[tuple[str, ModelError]] = []
     for route in routes:
         asked = dataclasses.replace(request, model=route.model)
         attempt = 0
@@ -64,25 +62,48 @@ async def stream(
                     yield message
                 return
             except ModelError as error:
-                if started or not is_retryable(error, config):
-                    raise
-                if attempt >= config.max_retries:
-                    last = _exhausted(error, attempt)
+                wait = None if started else _retry_wait(error, attempt, config)
+                if wait is None:
+                    if started:
+                        raise
+                    _give_up(route.model, error, attempt, failures, config)
                     break
                 attempt += 1
-                await retry.sleep(_wait(config, attempt, error))
-    assert last is not None
-    raise last
+                await retry.sleep(wait)
+    raise _final(failures)
 
 
-def _wait(config: RetryConfig, attempt: int, error: ModelError) -> float:
-    return config.delay(attempt, error.context.get("retry_after"), retry.jitter_source)
+def _retry_wait(error: ModelError, attempt: int, config: RetryConfig) -> float | None:
+    """Seconds to wait before asking the same model again, or None to stop asking it."""
+    if attempt >= config.max_retries or not is_retryable(error, config):
+        return None
+    return config.delay(attempt + 1, error.context.get("retry_after"), retry.jitter_source)
 
 
-def _exhausted(error: ModelError, retries: int) -> ModelError:
+def _give_up(
+    model: str,
+    error: ModelError,
+    retries: int,
+    failures: list[tuple[str, ModelError]],
+    config: RetryConfig,
+) -> None:
+    """Record that this model failed for good; raise now unless a fallback model may do
+    better (a transient failure, or a context window a larger model may hold)."""
     if retries:
         error.message += f" (gave up after {retries} retr{'y' if retries == 1 else 'ies'})"
         error.context["retries"] = retries
+    failures.append((model, error))
+    if not (is_retryable(error, config) or isinstance(error, ModelContextWindowError)):
+        raise _final(failures)
+
+
+def _final(failures: list[tuple[str, ModelError]]) -> ModelError:
+    """The last failure, telling which models were tried before it."""
+    error = failures[-1][1]
+    if len(failures) > 1:
+        tried = [model for model, _ in failures]
+        error.message += f" (tried in turn: {', '.join(tried)})"
+        error.context["tried_models"] = tried
     return error
 
 

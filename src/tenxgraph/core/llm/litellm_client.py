@@ -34,6 +34,12 @@ def load_litellm() -> ModuleType:
         import litellm
 
         litellm.suppress_debug_info = True  # no "Give Feedback" banners on every error
+        if litellm.disable_hf_tokenizer_download is None:
+            # litellm prices every stream as it opens by counting the prompt's tokens; for
+            # llama/cohere model names (vLLM, Ollama...) that downloads a tokenizer from the
+            # Hugging Face Hub, synchronously on the event loop: offline, the first stream
+            # stalls ~23 s in retries. Its tiktoken estimate is enough (we ask for usage).
+            litellm.disable_hf_tokenizer_download = True
         _litellm = litellm
     return _litellm
 
@@ -148,6 +154,8 @@ def _reraise(exc: Exception, provider: str, model: str, settings: dict[str, Any]
 
 
 _KEY_PATTERNS = re.compile(r"(key=|sk-|bearer\s+)[A-Za-z0-9_\-\.]{6,}", re.IGNORECASE)
+# Gemini sends no Retry-After header on a 429: the wait is a google.rpc.RetryInfo in the body
+_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
 
 
 def _redact(text: str, settings: dict[str, Any]) -> str:
@@ -181,19 +189,23 @@ def model_error(
             f"larger window. Provider said: {detail}",
             context=context,
         )
-    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
+    refused = status in (401, 403)  # litellm reports some providers' 403 as a bare APIError
+    if refused or isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError):
         return ModelAuthError(
             f"{where} rejected the credentials (HTTP {status}): check the API key for "
             f"{provider} (its environment variable or api_key=...) and that it may use this "
             f"model. Provider said: {detail}",
             context=context,
         )
-    if isinstance(exc, litellm.RateLimitError):
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
         headers = getattr(exc, "litellm_response_headers", None)
         if not headers:
             response = getattr(exc, "response", None)
             headers = getattr(response, "headers", None)
-        context["retry_after"] = retry_after_seconds(headers)
+        retry_after = retry_after_seconds(headers)
+        if retry_after is None and (delay := _RETRY_DELAY.search(detail)) is not None:
+            retry_after = float(delay.group(1))
+        context["retry_after"] = retry_after
         return ModelRateLimitError(
             f"{where} is rate limiting us (HTTP 429): slow down, raise your quota, or set "
             f"fallback_models. Provider said: {detail}",

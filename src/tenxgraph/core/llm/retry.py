@@ -41,13 +41,18 @@ class RetryConfig:
                 "RetryConfig needs initial_delay >= 0, max_delay >= 0 and backoff_factor >= 1"
             )
 
-    def delay(self, attempt: int, retry_after: float | None, rng: Callable[[], float]) -> float:
-        """Seconds to wait before retry number `attempt` (1-based)."""
+    def delay(
+        self, attempt: int, retry_after: float | None, rng: Callable[[], float]
+    ) -> float | None:
+        """Seconds to wait before retry number `attempt` (1-based), or None when the provider
+        asked for a longer wait than `max_delay` (retrying sooner would only be refused)."""
         backoff = min(self.max_delay, self.initial_delay * self.backoff_factor ** (attempt - 1))
         if self.jitter:
             backoff *= rng()
         if retry_after is not None:
-            return max(backoff, min(retry_after, self.max_delay))
+            if retry_after > self.max_delay:
+                return None
+            return max(backoff, retry_after)
         return backoff
 
 

@@ -19,6 +19,10 @@ from tenxgraph.core.state.message_block import (
     ToolCallBlock,
 )
 
+# `ReasoningBlock.details` marker of an encrypted (redacted) thinking block; its data is kept in
+# `signature` and sent back as it came
+REDACTED_THINKING = "redacted_thinking"
+
 # keys that may carry a credential; never kept in `Message.raw`
 _SECRET_KEYS = frozenset(
     {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key", "proxy-authorization"}
@@ -39,7 +43,10 @@ def message_from_response(
     draft.text = _text_of(wire.get("content"))
     draft.reasoning = wire.get("reasoning_content") or wire.get("reasoning") or ""
     for position, block in enumerate(wire.get("thinking_blocks") or ()):
-        draft.add_thinking(position, block.get("thinking"), block.get("signature"))
+        if block.get("type") == "redacted_thinking":  # encrypted: only the provider reads it
+            draft.add_thinking(position, None, block.get("data"), redacted=True)
+        else:
+            draft.add_thinking(position, block.get("thinking"), block.get("signature"))
     for position, call in enumerate(wire.get("tool_calls") or ()):
         function = call.get("function") or {}
         draft.add_call_fragment(
@@ -77,6 +84,7 @@ class Draft:
     text: str = ""
     reasoning: str = ""
     thinking: dict[int, list[Any]] = field(default_factory=dict)  # index -> [text, signature]
+    redacted: set[int] = field(default_factory=set)  # thinking indexes the provider encrypted
     calls: list[_Call] = field(default_factory=list)
     call_slots: dict[int, int] = field(default_factory=dict)  # provider index -> calls position
     finish_reason: str | None = None
@@ -84,7 +92,11 @@ class Draft:
     cost: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def add_thinking(self, index: int, text: str | None, signature: str | None) -> None:
+    def add_thinking(
+        self, index: int, text: str | None, signature: str | None, *, redacted: bool = False
+    ) -> None:
+        if redacted:
+            self.redacted.add(index)
         slot = self.thinking.setdefault(index, ["", None])
         if text:
             slot[0] += text
@@ -114,8 +126,13 @@ class Draft:
 
     def build(self, provider: str | None, raw: dict[str, Any] | None = None) -> Message:
         content: list[ContentBlock] = []
-        for _, (text, signature) in sorted(self.thinking.items()):
-            content.append(ReasoningBlock(summary=text, signature=signature))
+        for index, (text, signature) in sorted(self.thinking.items()):
+            if index in self.redacted:
+                content.append(
+                    ReasoningBlock(summary="", details=[REDACTED_THINKING], signature=signature)
+                )
+            else:
+                content.append(ReasoningBlock(summary=text, signature=signature))
         if not self.thinking and self.reasoning:
             content.append(ReasoningBlock(summary=self.reasoning))
         if self.text:
@@ -258,6 +275,8 @@ class StreamAssembler:
         draft = self.draft
         if draft.response_id is None:
             draft.response_id = getattr(chunk, "id", None)
+            # the provider's name for the model, as a whole response reports it
+            draft.model = getattr(chunk, "model", None) or draft.model
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             draft.usage = usage
@@ -286,9 +305,11 @@ class StreamAssembler:
         if thinking:
             for position, block in enumerate(thinking):
                 data = block if isinstance(block, dict) else _as_dict(block) or {}
-                draft.add_thinking(
-                    data.get("index") or position, data.get("thinking"), data.get("signature")
-                )
+                index = data.get("index") or position
+                if data.get("type") == "redacted_thinking":
+                    draft.add_thinking(index, None, data.get("data"), redacted=True)
+                else:
+                    draft.add_thinking(index, data.get("thinking"), data.get("signature"))
         if reasoning:
             draft.reasoning += reasoning
             content.append(ReasoningBlock(summary=reasoning))
@@ -323,6 +344,7 @@ class StreamAssembler:
 
 
 __all__ = [
+    "REDACTED_THINKING",
     "Draft",
     "StreamAssembler",
     "message_from_response",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tenxgraph.core.llm.wire_in import REDACTED_THINKING
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
@@ -85,11 +86,18 @@ def _document(block: DocumentBlock) -> dict[str, Any]:
     return {"type": "file", "file": {"file_id": media.url}}
 
 
+# audio MIME subtypes whose OpenAI `input_audio` format name differs from the subtype
+_AUDIO_FORMATS = {"mpeg": "mp3", "x-wav": "wav", "wave": "wav", "x-flac": "flac"}
+
+
 def _audio(media: MediaRef) -> dict[str, Any]:
-    mime = media.mime_type or "audio/wav"
+    subtype = (media.mime_type or "audio/wav").rsplit("/", 1)[-1].lower()
     return {
         "type": "input_audio",
-        "input_audio": {"data": media.data_base64 or "", "format": mime.rsplit("/", 1)[-1]},
+        "input_audio": {
+            "data": media.data_base64 or "",
+            "format": _AUDIO_FORMATS.get(subtype, subtype),
+        },
     }
 
 
@@ -116,7 +124,9 @@ def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
         out["content"] = ""
     if replay_thinking:
         thinking = [
-            {"type": "thinking", "thinking": b.summary, "signature": b.signature}
+            {"type": "redacted_thinking", "data": b.signature}
+            if b.details == [REDACTED_THINKING]
+            else {"type": "thinking", "thinking": b.summary, "signature": b.signature}
             for b in message.content
             if isinstance(b, ReasoningBlock) and b.signature
         ]

@@ -1,0 +1,513 @@
+"""LiteLLMClient against a mocked OpenAI endpoint: what is sent, keys, errors, lazy import."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+import types
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from pydantic import BaseModel
+
+from tenxgraph.core.exceptions import (
+    ModelAuthError,
+    ModelContextWindowError,
+    ModelError,
+    ModelRateLimitError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from tenxgraph.core.llm import LiteLLMClient, ModelRequest, RetryConfig, litellm_client
+from tenxgraph.core.llm.litellm_client import load_litellm
+from tenxgraph.core.llm.retry import is_retryable
+from tenxgraph.core.state import Message
+from tenxgraph.core.state.message_block import ToolCallBlock
+
+OPENAI_URL = "https://api.openai.com/v1/chat/completions"
+KEY = "sk-test-0123456789abcdef"
+MODEL = "openai/gpt-4o-mini"
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def completion(content: str | None = "Hello", **message: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, **message},
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 12,
+            "completion_tokens": 5,
+            "total_tokens": 17,
+            "prompt_tokens_details": {"cached_tokens": 8},
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    }
+
+
+def sse(*events: dict[str, Any]) -> httpx.Response:
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=body + b"data: [DONE]\n\n"
+    )
+
+
+def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+USAGE_EVENT = {
+    "id": "chatcmpl-s",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
+}
+
+
+def request(**settings: Any) -> ModelRequest:
+    return ModelRequest(
+        model=settings.pop("model", MODEL),
+        messages=[Message.text_message("Be brief.", "system"), Message.text_message("hi")],
+        tools=settings.pop("tools", []),
+        output_schema=settings.pop("output_schema", None),
+        settings=settings,
+    )
+
+
+async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
+    """Collect `pieces` into `into`, so what came before a failure can be checked."""
+    async for piece in pieces:
+        into.append(piece)
+
+
+def body(route: respx.Route, n: int = -1) -> dict[str, Any]:
+    return json.loads(route.calls[n].request.content)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def openai_api() -> Iterator[respx.Route]:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        yield mock.post(OPENAI_URL)
+
+
+@pytest.fixture
+def litellm_kwargs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The keyword arguments of every litellm.acompletion call (which still goes through)."""
+    litellm = load_litellm()
+    original = litellm.acompletion
+    seen: list[dict[str, Any]] = []
+
+    async def spy(**kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return await original(**kwargs)
+
+    monkeypatch.setattr(litellm, "acompletion", spy)
+    return seen
+
+
+# -- what is sent ---------------------------------------------------------------------------
+
+
+async def test_a_plain_call_sends_messages_tools_and_settings(
+    openai_api: respx.Route, litellm_kwargs: list[dict[str, Any]]
+) -> None:
+    openai_api.mock(return_value=httpx.Response(200, json=completion()))
+    answer = await LiteLLMClient().acomplete(
+        request(api_key=KEY, temperature=0.2, max_tokens=50, tools=[WEATHER_TOOL])
+    )
+    assert answer.text() == "Hello"
+    sent = body(openai_api)
+    assert sent["model"] == "gpt-4o-mini"
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert sent["tools"] == [WEATHER_TOOL]
+    assert sent["temperature"] == 0.2
+    assert sent["max_tokens"] == 50
+    assert "stream" not in sent
+    assert "stream_options" not in sent
+    assert openai_api.calls[0].request.headers["authorization"] == f"Bearer {KEY}"
+    (kwargs,) = litellm_kwargs
+    assert kwargs["num_retries"] == 0
+    assert "stream" not in kwargs
+
+
+async def test_the_answer_becomes_a_message_with_usage_cost_and_a_clean_raw(
+    openai_api: respx.Route,
+) -> None:
+    openai_api.mock(return_value=httpx.Response(200, json=completion()))
+    answer = await LiteLLMClient().acomplete(request(api_key=KEY))
+    assert answer.usages is not None
+    assert (answer.usages.prompt_tokens, answer.usages.completion_tokens) == (12, 5)
+    assert answer.usages.cache_read_input_tokens == 8
+    assert answer.usages.reasoning_tokens == 2
+    assert answer.metadata["provider"] == "openai"
+    assert answer.metadata["finish_reason"] == "stop"
+    assert answer.metadata["cost"] > 0  # litellm knows gpt-4o-mini's price
+    assert answer.raw is not None
+    assert KEY not in json.dumps(answer.raw)
+
+
+async def test_errors_are_not_retried_inside_litellm(openai_api: respx.Route) -> None:
+    openai_api.mock(return_value=httpx.Response(500, json={"error": {"message": "boom"}}))
+    with pytest.raises(ModelUnavailableError):
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    assert openai_api.call_count == 1  # the openai SDK alone would have tried 3 times
+
+
+class Weather(BaseModel):
+    city: str
+    temperature_c: float
+
+
+async def test_output_schema_asks_for_a_json_schema_response_format(
+    openai_api: respx.Route,
+) -> None:
+    answer_json = '{"city": "Paris", "temperature_c": 21.5}'
+    openai_api.mock(return_value=httpx.Response(200, json=completion(answer_json)))
+    answer = await LiteLLMClient().acomplete(request(api_key=KEY, output_schema=Weather))
+    response_format = body(openai_api)["response_format"]
+    assert response_format["type"] == "json_schema"
+    schema = response_format["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"city", "temperature_c"}
+    assert answer.text() == answer_json
+
+
+async def test_a_stream_asks_for_usage_and_assembles_fragments(
+    openai_api: respx.Route, litellm_kwargs: list[dict[str, Any]]
+) -> None:
+    openai_api.mock(
+        return_value=sse(
+            event({"role": "assistant", "content": ""}),
+            event({"content": "Let me "}),
+            event({"content": "check."}),
+            event(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ""},
+                        }
+                    ]
+                }
+            ),
+            event({"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]}),
+            event({"tool_calls": [{"index": 0, "function": {"arguments": 'ty": "Paris"}'}}]}),
+            event({}, "tool_calls"),
+            USAGE_EVENT,
+        )
+    )
+    pieces = [m async for m in LiteLLMClient().astream(request(api_key=KEY, tools=[WEATHER_TOOL]))]
+    sent = body(openai_api)
+    assert sent["stream"] is True
+    assert sent["stream_options"] == {"include_usage": True}
+    assert litellm_kwargs[0]["num_retries"] == 0
+    *deltas, final = pieces
+    assert all(d.delta for d in deltas)
+    assert [d.text() for d in deltas if d.text()] == ["Let me ", "check."]
+    assert not final.delta
+    assert {d.message_id for d in deltas} == {final.message_id}
+    assert final.text() == "Let me check."
+    assert final.tool_call_blocks() == [
+        ToolCallBlock(id="call_1", name="get_weather", args={"city": "Paris"})
+    ]
+    assert final.usages is not None
+    assert (final.usages.prompt_tokens, final.usages.completion_tokens) == (9, 4)
+    assert final.metadata["finish_reason"] == "tool_calls"
+    assert final.metadata["provider"] == "openai"
+
+
+# -- keys -----------------------------------------------------------------------------------
+
+
+async def test_a_missing_key_names_the_variable_and_sends_nothing(
+    openai_api: respx.Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    openai_api.mock(return_value=httpx.Response(200, json=completion()))
+    client = LiteLLMClient()
+    with pytest.raises(ModelAuthError) as info:
+        await client.acomplete(request())
+    assert "OPENAI_API_KEY" in str(info.value)
+    assert info.value.context["missing_keys"] == ["OPENAI_API_KEY"]
+    assert info.value.provider == "openai"
+    with pytest.raises(ModelAuthError, match="OPENAI_API_KEY"):
+        async for _ in client.astream(request()):
+            pass
+    assert openai_api.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "variables"),
+    [
+        ("anthropic/claude-sonnet-4-5", ["ANTHROPIC_API_KEY"]),
+        ("gemini/gemini-2.5-flash", ["GOOGLE_API_KEY", "GEMINI_API_KEY"]),
+    ],
+)
+async def test_a_missing_key_names_each_providers_variable(
+    model: str, variables: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in variables:
+        monkeypatch.delenv(name, raising=False)
+    with respx.mock(using="httpx") as mock, pytest.raises(ModelAuthError) as info:
+        await LiteLLMClient().acomplete(request(model=model))
+    assert mock.calls.call_count == 0
+    for name in variables:
+        assert name in str(info.value)
+    assert model in str(info.value)
+
+
+async def test_the_key_from_the_environment_is_used(
+    openai_api: respx.Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-123456")
+    openai_api.mock(return_value=httpx.Response(200, json=completion()))
+    await LiteLLMClient().acomplete(request())
+    assert openai_api.calls[0].request.headers["authorization"] == "Bearer sk-from-env-123456"
+
+
+async def test_a_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with respx.mock(using="httpx") as mock:
+        local = mock.post("http://127.0.0.1:8000/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=completion("local answer"))
+        )
+        answer = await LiteLLMClient().acomplete(
+            request(model="openai/llama3", api_base="http://127.0.0.1:8000/v1")
+        )
+    assert answer.text() == "local answer"
+    assert local.call_count == 1
+    assert body(local)["model"] == "llama3"
+
+
+async def test_a_model_without_a_provider_prefix_litellm_cannot_route(
+    openai_api: respx.Route,
+) -> None:
+    with pytest.raises(ModelRequestError, match="prefix the name with its provider"):
+        await LiteLLMClient().acomplete(request(model="no-such-model-xyz", api_key=KEY))
+    assert openai_api.call_count == 0
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "payload", "headers", "expected", "code"),
+    [
+        (401, {"message": f"Incorrect API key provided: {KEY}"}, {}, ModelAuthError, "AUTH"),
+        (403, {"message": "not allowed"}, {}, ModelAuthError, "AUTH"),
+        (429, {"message": "slow down"}, {"retry-after": "7"}, ModelRateLimitError, "RATE"),
+        (500, {"message": "boom"}, {}, ModelUnavailableError, "UNAVAILABLE"),
+        (503, {"message": "overloaded"}, {}, ModelUnavailableError, "UNAVAILABLE"),
+        (
+            400,
+            {
+                "message": "This model's maximum context length is 128000 tokens.",
+                "code": "context_length_exceeded",
+                "type": "invalid_request_error",
+            },
+            {},
+            ModelContextWindowError,
+            "CONTEXT",
+        ),
+        (400, {"message": "Unknown parameter: 'foo'"}, {}, ModelRequestError, "REQUEST"),
+        (404, {"message": "The model does not exist"}, {}, ModelRequestError, "REQUEST"),
+    ],
+)
+async def test_provider_errors_become_our_exceptions(
+    openai_api: respx.Route,
+    status: int,
+    payload: dict[str, Any],
+    headers: dict[str, str],
+    expected: type[ModelError],
+    code: str,
+) -> None:
+    openai_api.mock(return_value=httpx.Response(status, json={"error": payload}, headers=headers))
+    with pytest.raises(expected) as info:
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    error = info.value
+    assert type(error) is expected
+    assert error.error_code.startswith(f"MODEL_{code}_")
+    assert error.provider == "openai"
+    assert error.model == MODEL
+    assert error.status_code == status
+    assert "openai" in error.message
+    assert repr(MODEL) in error.message
+    assert KEY not in str(error)  # a key echoed by the provider is redacted
+    assert KEY not in json.dumps(error.context)
+    assert type(error.__cause__).__module__.startswith("litellm")
+    assert openai_api.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("failure", "status"),
+    [(httpx.ReadTimeout("timed out"), None), (httpx.ConnectError("connection refused"), 500)],
+)
+async def test_timeouts_and_lost_connections_are_unavailable_and_retryable(
+    openai_api: respx.Route, failure: Exception, status: int | None
+) -> None:
+    openai_api.mock(side_effect=failure)
+    with pytest.raises(ModelUnavailableError) as info:
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    assert info.value.status_code == status
+    assert is_retryable(info.value, RetryConfig())
+    assert openai_api.call_count == 1
+
+
+async def test_rate_limit_keeps_the_retry_after(openai_api: respx.Route) -> None:
+    openai_api.mock(
+        return_value=httpx.Response(
+            429, json={"error": {"message": "slow"}}, headers={"retry-after-ms": "1500"}
+        )
+    )
+    with pytest.raises(ModelRateLimitError) as info:
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    assert info.value.context["retry_after"] == 1.5
+
+
+async def test_a_stream_that_is_refused_raises_our_exception(openai_api: respx.Route) -> None:
+    openai_api.mock(
+        return_value=httpx.Response(
+            429, json={"error": {"message": "slow"}}, headers={"retry-after": "2"}
+        )
+    )
+    pieces: list[Message] = []
+    with pytest.raises(ModelRateLimitError) as info:
+        await drain(LiteLLMClient().astream(request(api_key=KEY)), pieces)
+    assert pieces == []
+    assert info.value.context["retry_after"] == 2.0
+
+
+async def test_a_connection_lost_mid_stream_raises_after_the_pieces_already_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    litellm = load_litellm()
+    from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
+
+    async def chunks() -> AsyncIterator[Any]:
+        yield ModelResponseStream(
+            id="s", choices=[StreamingChoices(index=0, delta=Delta(content="Once upon"))]
+        )
+        raise litellm.APIConnectionError("connection reset", "openai", "gpt-4o-mini")
+
+    async def acompletion(**kwargs: Any) -> AsyncIterator[Any]:
+        return chunks()
+
+    monkeypatch.setattr(litellm, "acompletion", acompletion)
+    seen: list[Message] = []
+    with pytest.raises(ModelUnavailableError, match="connection reset"):
+        await drain(LiteLLMClient().astream(request(api_key=KEY)), seen)
+    assert [m.text() for m in seen] == ["Once upon"]
+    assert seen[0].delta
+
+
+async def test_a_bug_that_is_not_a_provider_error_keeps_its_type(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    litellm = load_litellm()
+
+    async def acompletion(**kwargs: Any) -> Any:
+        raise KeyError("our own bug")
+
+    monkeypatch.setattr(litellm, "acompletion", acompletion)
+    with pytest.raises(KeyError, match="our own bug"):
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+
+
+# -- import hygiene -------------------------------------------------------------------------
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_")}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_importing_the_model_package_does_not_import_litellm() -> None:
+    proc = run_python(
+        "import sys\n"
+        "import tenxgraph.core.llm as llm\n"
+        "llm.LiteLLMClient()\n"
+        "llm.ModelRequest(model='openai/gpt-4o-mini', messages=[])\n"
+        "print('litellm' in sys.modules, 'openai' in sys.modules)\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False"]
+
+
+class FakeLiteLLM(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stands in for litellm's import and notes the environment it was imported in."""
+
+    def __init__(self) -> None:
+        self.cost_map_setting: list[str | None] = []
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "litellm":
+            return None
+        self.cost_map_setting.append(os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.fake = True  # type: ignore[attr-defined]
+        # any other setting load_litellm reads is unset, as litellm's defaults are
+        module.__getattr__ = lambda name: None  # type: ignore[method-assign]
+
+
+def test_litellm_is_imported_once_with_the_bundled_price_list_forced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without LITELLM_LOCAL_MODEL_COST_MAP, importing litellm fetches a price list over the
+    network (and starts a retry thread); the variable must be set before the import."""
+    finder = FakeLiteLLM()
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    monkeypatch.setattr(litellm_client, "_litellm", None)
+    monkeypatch.delitem(sys.modules, "litellm", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    module = litellm_client.load_litellm()
+    assert module.fake is True
+    assert finder.cost_map_setting == ["True"]
+    assert module.suppress_debug_info is True
+    assert litellm_client.load_litellm() is module
+    assert finder.cost_map_setting == ["True"]  # imported once
