@@ -1,0 +1,1 @@
+"""Replays of the provider transcripts in the repository's ``providers/`` folder."""
