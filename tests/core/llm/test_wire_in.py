@@ -604,3 +604,20 @@ def test_stream_without_usage_has_no_usages() -> None:
     _, final = assemble([chunk(content="hi"), chunk(finish="stop")])
     assert final.usages is None
     assert final.text() == "hi"
+
+
+def test_an_empty_opening_argument_piece_makes_no_delta() -> None:
+    deltas, final = assemble(
+        [
+            chunk(calls=[fragment(0, "toolu_1", "get_weather", "")]),
+            chunk(calls=[fragment(0, None, None, "")]),  # Anthropic's empty first partial_json
+            chunk(calls=[fragment(0, None, None, '{"city": "Oslo"}')]),
+        ],
+        "anthropic",
+    )
+    assert len(deltas) == 2
+    assert [d.tools_calls[0]["function"]["arguments"] for d in deltas if d.tools_calls] == [
+        "",
+        '{"city": "Oslo"}',
+    ]
+    assert final.tool_call_blocks()[0].args == {"city": "Oslo"}

@@ -323,6 +323,8 @@ class StreamAssembler:
             arguments = getattr(function, "arguments", None) if function is not None else None
             index = call.index if call.index is not None else 0
             draft.add_call_fragment(index, call.id, name, arguments)
+            if not (call.id or name or arguments):
+                continue  # Anthropic opens each tool input with an empty piece
             fragments.append(
                 {"index": index, "id": call.id, "function": {"name": name, "arguments": arguments}}
             )
