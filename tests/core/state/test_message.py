@@ -534,3 +534,32 @@ def test_message_carries_usages_from_a_dict() -> None:
     assert message.usages == TokenUsages(
         completion_tokens=1, prompt_tokens=2, total_tokens=3, reasoning_tokens=4
     )
+
+
+def test_copy_plain_text_is_an_equal_copy_sharing_nothing_mutable() -> None:
+    from tenxgraph.core.state.message import copy_plain_text
+
+    original = Message.text_message("hello", "user", "m-1")
+    copy = copy_plain_text(original)
+    assert copy is not None
+    assert copy == original
+    assert copy.model_fields_set == original.model_fields_set
+    assert copy.content is not original.content
+    assert copy.content[0] is not original.content[0]
+    assert copy.metadata is not original.metadata
+    copy.content[0].text = "changed"  # type: ignore[union-attr]
+    copy.metadata["k"] = 1
+    assert original.text() == "hello"
+    assert original.metadata == {}
+
+
+def test_copy_plain_text_declines_anything_but_plain_text() -> None:
+    from tenxgraph.core.state.message import copy_plain_text
+
+    with_meta = Message.text_message("hi")
+    with_meta.metadata["provider"] = "x"
+    usage = Message.text_message("hi")
+    usage.usages = TokenUsages(prompt_tokens=1, completion_tokens=1, total_tokens=2)
+    calls = Message(role="assistant", content=[ToolCallBlock(id="c", name="f")])
+    for message in (with_meta, usage, calls):
+        assert copy_plain_text(message) is None

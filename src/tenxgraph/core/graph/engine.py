@@ -32,6 +32,7 @@ from tenxgraph.core.graph.merge import (
     log_entries,
     merge_fields,
     restore,
+    set_fields,
     snapshot,
     tail,
     view_changes,
@@ -288,12 +289,17 @@ class Run:
                     f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
                 )
             assign(state, name, value, "input['state']")
-        meta.status = ExecutionStatus.RUNNING
-        meta.thread_id = thread_id
+        set_fields(
+            meta,
+            status=ExecutionStatus.RUNNING,
+            thread_id=thread_id,
+            interrupted_node=None,
+            interrupt_reason=None,
+            interrupt_data=None,
+            stop_current_execution=StopRequestStatus.NONE,
+        )
         if self.next_names is None:
-            meta.current_node = START
-        meta.interrupted_node = meta.interrupt_reason = meta.interrupt_data = None
-        meta.stop_current_execution = StopRequestStatus.NONE
+            set_fields(meta, current_node=START)
         internal.pop("error", None)
         if app.checkpointer is not None and await app.checkpointer.ais_stop_requested(thread_id):
             await app.checkpointer.aclear_stop_request(thread_id)
@@ -358,7 +364,7 @@ class Run:
                 for spec in frontier:
                     yield self._update("invoking_node", node=spec.name, step=steps + 1)
             self.current = frontier
-            state.execution_meta.current_node = frontier[-1].name
+            set_fields(state.execution_meta, current_node=frontier[-1].name)
             pre = dict(state.__dict__)
             pre_len = len(state.context)
             outputs: list[NodeOutput] = []

@@ -11,6 +11,7 @@ from tenxgraph.core.exceptions import NodeError
 from tenxgraph.core.graph.node import NodeOutput
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import assemble
+from tenxgraph.core.state.message import copy_plain_text
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -77,6 +78,13 @@ def snapshot(state: AgentState) -> AgentState:
     return copy
 
 
+def set_fields(model: BaseModel, **values: Any) -> None:
+    """Set fields the runtime owns to values known to be valid, without pydantic's
+    `__setattr__` (a few microseconds each, several times per run)."""
+    model.__dict__.update(values)
+    model.__pydantic_fields_set__.update(values)
+
+
 def copy_message(message: Message) -> Message:
     """A copy sharing nothing mutable with `message`.
 
@@ -84,6 +92,9 @@ def copy_message(message: Message) -> Message:
     `parsed_content` would come back as a dict that way, so such messages are deep-copied."""
     if isinstance(message.parsed_content, BaseModel):
         return message.model_copy(deep=True)
+    plain = copy_plain_text(message)
+    if plain is not None:
+        return plain
     copy = type(message).model_validate(message.model_dump())
     copy.__pydantic_fields_set__ = set(message.model_fields_set)
     return copy

@@ -248,15 +248,38 @@ def _int(value: Any) -> int:
 
 def scrub(value: Any) -> Any:
     """`value` without any key that could hold a credential, at any depth."""
+    try:
+        text = json.dumps(value, default=str).lower()
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and not any(f'"{key}":' in text for key in _SECRET_KEYS):
+        return value  # nothing to remove: skip the walk
+    return _scrub(value)
+
+
+def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            k: scrub(v)
+            k: _scrub(v)
             for k, v in value.items()
             if not (isinstance(k, str) and k.lower() in _SECRET_KEYS)
         }
     if isinstance(value, list):
-        return [scrub(v) for v in value]
+        return [_scrub(v) for v in value]
     return value
+
+
+def _attr(obj: Any, name: str) -> Any:
+    """`getattr(obj, name, None)`, fast for litellm's stream objects: they keep most fields
+    in pydantic's extra dict, where a plain getattr of an absent name costs an exception."""
+    try:
+        fields = obj.__dict__
+        if name in fields:
+            return fields[name]
+        extra = obj.__pydantic_extra__
+    except AttributeError:
+        return getattr(obj, name, None)
+    return extra.get(name) if extra else None
 
 
 class StreamAssembler:
@@ -277,23 +300,24 @@ class StreamAssembler:
             draft.response_id = getattr(chunk, "id", None)
             # the provider's name for the model, as a whole response reports it
             draft.model = getattr(chunk, "model", None) or draft.model
-        usage = getattr(chunk, "usage", None)
+        usage = _attr(chunk, "usage")
         if usage is not None:
             draft.usage = usage
             cost = getattr(usage, "cost", None)
             if cost is not None:
                 draft.cost = cost
-        choices = chunk.choices
+        choices = _attr(chunk, "choices")
         if not choices:
             return None
         choice = choices[0]
-        if choice.finish_reason:
-            draft.finish_reason = choice.finish_reason
-        delta = choice.delta
-        text = delta.content
-        reasoning = getattr(delta, "reasoning_content", None)
-        calls = delta.tool_calls
-        thinking = getattr(delta, "thinking_blocks", None)
+        finish_reason = _attr(choice, "finish_reason")
+        if finish_reason:
+            draft.finish_reason = finish_reason
+        delta = _attr(choice, "delta")
+        text = _attr(delta, "content")
+        reasoning = _attr(delta, "reasoning_content")
+        calls = _attr(delta, "tool_calls")
+        thinking = _attr(delta, "thinking_blocks")
         if text and not (reasoning or calls or thinking):  # the hot path: a text token
             self._text.append(text)
             return _text_message(text, "assistant", draft.message_id, True)

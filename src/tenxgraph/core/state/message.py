@@ -284,6 +284,35 @@ def _text_message(content: str, role: str, message_id: str | int, delta: bool) -
     return assemble(Message, fields, {"message_id", "role", "content"})
 
 
+def copy_plain_text(message: Message) -> Message | None:
+    """A copy of a plain text message (text blocks only, nothing else set but ids, role and
+    timestamp), built without validation; None for any other message."""
+    if type(message) is not Message:
+        return None
+    fields = message.__dict__
+    if (
+        fields["metadata"]
+        or fields["tools_calls"] is not None
+        or fields["usages"] is not None
+        or fields["raw"] is not None
+        or fields["parsed_content"] is not None
+        or fields["reasoning"] is not None
+    ):
+        return None
+    blocks = []
+    for block in fields["content"]:
+        if type(block) is not TextBlock or block.annotations:
+            return None
+        block_fields = _TEXT_BLOCK.copy()
+        block_fields["text"] = block.text
+        block_fields["annotations"] = []
+        blocks.append(assemble(TextBlock, block_fields, set(block.__pydantic_fields_set__)))
+    copied = dict(fields)
+    copied["content"] = blocks
+    copied["metadata"] = {}
+    return assemble(Message, copied, set(message.__pydantic_fields_set__))
+
+
 _MEDIA_BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | DocumentBlock]] = {
     "image": ImageBlock,
     "audio": AudioBlock,
@@ -297,4 +326,4 @@ def _media_block(kind: str, media: MediaRef) -> ContentBlock:
     return _MEDIA_BLOCKS.get(kind, DocumentBlock)(media=media)
 
 
-__all__ = ["Message", "Role", "TokenUsages", "generate_id"]
+__all__ = ["Message", "Role", "TokenUsages", "copy_plain_text", "generate_id"]
