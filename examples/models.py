@@ -53,7 +53,8 @@ async def main() -> None:
         else:
             final = message
     print()
-    assert final is not None and final.text()
+    if final is None or not final.text():
+        raise SystemExit("the model gave no answer")
     if final.usages is not None:
         usage = final.usages
         print(f"tokens: {usage.prompt_tokens} in, {usage.completion_tokens} out")
