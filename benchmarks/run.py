@@ -7,6 +7,13 @@ Each scenario is a module in benchmarks/scenarios/ that, run as a script with
 in alternating fresh processes for `--rounds` rounds and the median of each figure is reported,
 with the ratio peer / tenxgraph (so 3.0x means tenxgraph is three times faster; for figures
 where higher is better, named `*_per_s`, the ratio is tenxgraph / peer, read the same way).
+
+    python benchmarks/run.py s6_models --baselines litellm [--rounds 5]
+
+`--baselines` names frameworks that run in this same interpreter (no peer env) and that
+tenxgraph is built on, so they are a floor rather than a competitor: for them the table shows
+what tenxgraph adds, as a difference and in percent. Without `--peers`, `--baselines` runs no
+peers.
 """
 
 from __future__ import annotations
@@ -38,14 +45,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("scenario")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peer names")
+    parser.add_argument("--peers", default=None, help="comma-separated peer names")
+    parser.add_argument(
+        "--baselines",
+        default="",
+        help="comma-separated frameworks run with this interpreter and shown as the floor "
+        "tenxgraph adds to (e.g. litellm)",
+    )
     args, extra = parser.parse_known_args()
     scenario = HERE / "scenarios" / f"{args.scenario}.py"
+    baselines = [b for b in args.baselines.split(",") if b]
+    if args.peers is None:
+        args.peers = "" if baselines else ",".join(PEERS)
     pythons = {"tenxgraph": sys.executable}
     for peer in filter(None, args.peers.split(",")):
         python = ensure(peer)
         if python is not None:
             pythons[peer] = str(python)
+    peers = [name for name in pythons if name != "tenxgraph"]
+    for baseline in baselines:
+        pythons[baseline] = sys.executable
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in pythons}
     for _ in range(args.rounds):
         for name, python in pythons.items():
@@ -55,8 +74,17 @@ def main() -> None:
         for name, rows in samples.items()
     }
     ours = medians["tenxgraph"]
-    names = list(medians)
-    print(f"scenario {args.scenario}: median of {args.rounds} rounds (ratio >1: tenxgraph ahead)")
+    if peers or not baselines:
+        print_peers(args.scenario, args.rounds, medians, ["tenxgraph", *peers])
+    for baseline in baselines:
+        print_baseline(args.scenario, args.rounds, ours, baseline, medians[baseline])
+
+
+def print_peers(
+    scenario: str, rounds: int, medians: dict[str, dict[str, float]], names: list[str]
+) -> None:
+    ours = medians["tenxgraph"]
+    print(f"scenario {scenario}: median of {rounds} rounds (ratio >1: tenxgraph ahead)")
     header = f"{'measure':<34}" + "".join(f"{n:>14}" for n in names)
     header += "".join(f"{n + '/ours':>18}" for n in names[1:])
     print(header)
@@ -70,6 +98,34 @@ def main() -> None:
                 ratio = theirs / ours[key] if ours[key] else float("nan")
             row += f"{ratio:>17.1f}x"
         print(row)
+
+
+def print_baseline(
+    scenario: str, rounds: int, ours: dict[str, float], name: str, floor: dict[str, float]
+) -> None:
+    """What tenxgraph adds on top of `name` (lower is better), per figure and in percent."""
+    print(f"scenario {scenario}: median of {rounds} rounds; tenxgraph on top of {name}")
+    print(f"{'measure':<34}{name:>14}{'tenxgraph':>14}{'added':>14}{'added %':>12}")
+    added: dict[str, tuple[float, float]] = {}
+    for key in ours:
+        base = floor.get(key, float("nan"))
+        diff = ours[key] - base
+        percent = diff / base * 100 if base else float("nan")
+        added[key] = (diff, percent)
+        print(f"{key:<34}{base:>14.3f}{ours[key]:>14.3f}{diff:>+14.3f}{percent:>+11.1f}%")
+    if {"stream_cpu_us_per_chunk", "call_wall_ms", "call_cpu_ms"} <= added.keys():
+        print(
+            f"tenxgraph adds {added['stream_cpu_us_per_chunk'][1]:+.1f}% CPU per chunk "
+            f"({added['stream_cpu_us_per_chunk'][0]:+.1f} us), "
+            f"{added['call_wall_ms'][0]:+.2f} ms per call "
+            f"({added['call_cpu_ms'][0]:+.2f} ms CPU)"
+            + (
+                f", {added['step_cpu_ms'][0]:+.2f} ms CPU per Agent step in a loop"
+                if "step_cpu_ms" in added
+                else ""
+            )
+            + " [budget: 10% per chunk, 0.5 ms per Agent step]"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.core.state._construct import trusted
 from tenxgraph.core.state.message import _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
@@ -41,7 +42,9 @@ def message_from_response(
     draft = Draft(response_id=raw.get("id"), model=raw.get("model") or model)
     draft.finish_reason = choice.get("finish_reason")
     draft.text = _text_of(wire.get("content"))
-    draft.reasoning = wire.get("reasoning_content") or wire.get("reasoning") or ""
+    draft.reasoning = (
+        _str_or_none(wire.get("reasoning_content")) or _str_or_none(wire.get("reasoning")) or ""
+    )
     for position, block in enumerate(wire.get("thinking_blocks") or ()):
         if block.get("type") == "redacted_thinking":  # encrypted: only the provider reads it
             draft.add_thinking(position, None, block.get("data"), redacted=True)
@@ -98,7 +101,7 @@ class Draft:
         if redacted:
             self.redacted.add(index)
         slot = self.thinking.setdefault(index, ["", None])
-        if text:
+        if text and isinstance(text, str):
             slot[0] += text
         if signature:
             slot[1] = signature
@@ -129,14 +132,21 @@ class Draft:
         for index, (text, signature) in sorted(self.thinking.items()):
             if index in self.redacted:
                 content.append(
-                    ReasoningBlock(summary="", details=[REDACTED_THINKING], signature=signature)
+                    trusted(
+                        ReasoningBlock,
+                        summary="",
+                        details=[REDACTED_THINKING],
+                        signature=_str_or_none(signature),
+                    )
                 )
             else:
-                content.append(ReasoningBlock(summary=text, signature=signature))
+                content.append(
+                    trusted(ReasoningBlock, summary=text, signature=_str_or_none(signature))
+                )
         if not self.thinking and self.reasoning:
-            content.append(ReasoningBlock(summary=self.reasoning))
+            content.append(trusted(ReasoningBlock, summary=self.reasoning))
         if self.text:
-            content.append(TextBlock(text=self.text))
+            content.append(trusted(TextBlock, text=self.text))
         tools_calls: list[dict[str, Any]] = []
         errors: dict[str, str] = {}
         for call in self.calls:
@@ -145,7 +155,7 @@ class Draft:
             args, error = parse_arguments(arguments)
             if error is not None:
                 errors[call_id] = error
-            content.append(ToolCallBlock(id=call_id, name=call.name, args=args))
+            content.append(trusted(ToolCallBlock, id=call_id, name=call.name, args=args))
             tools_calls.append(
                 {
                     "id": call_id,
@@ -165,7 +175,9 @@ class Draft:
             metadata["tool_call_errors"] = errors
         metadata.update(self.extra)
         reasoning = self.reasoning or "".join(t for t, _ in self.thinking.values()) or None
-        return Message(
+        # every value here was checked or built above: skip validating it all again
+        return trusted(
+            Message,
             message_id=self.message_id,
             role="assistant",
             content=content,
@@ -230,7 +242,8 @@ def token_usages(usage: Any) -> TokenUsages | None:
     created = _int(data.get("cache_creation_input_tokens")) or _int(
         prompt_details.get("cache_creation_tokens")
     )
-    return TokenUsages(
+    return trusted(
+        TokenUsages,
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=_int(data.get("total_tokens")) or prompt + completion,
@@ -240,6 +253,10 @@ def token_usages(usage: Any) -> TokenUsages | None:
         image_tokens=_int(prompt_details.get("image_tokens")),
         audio_tokens=_int(prompt_details.get("audio_tokens")),
     )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _int(value: Any) -> int:

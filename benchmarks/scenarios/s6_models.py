@@ -1,0 +1,415 @@
+"""S6: what tenxgraph's `Agent` adds on top of litellm when it calls a real (loopback) model.
+
+    python benchmarks/run.py s6_models --baselines litellm --rounds 5
+
+A small OpenAI-compatible server runs in a separate process (its CPU is not counted) and
+answers POST /v1/chat/completions: with ``"stream": true``, a role chunk, 5,000 small
+content chunks, a finish chunk and a usage chunk (``choices: []``) as server-sent events,
+then ``data: [DONE]``; otherwise one small chat.completion. All answers are encoded once,
+up front, so the server costs little.
+
+- framework `litellm` (the floor): bare `litellm.acompletion(model="openai/bench",
+  api_base=..., stream=True, stream_options={"include_usage": True}, num_retries=0)`,
+  reading every chunk; and plain non-streamed calls.
+- framework `tenxgraph`: a one-node graph START -> Agent("openai/bench", api_base=...) -> END
+  on an `InMemoryCheckpointer`; the stream is `app.astream(...)` read to the end, the call is
+  `app.ainvoke(...)`, each on a fresh thread.
+
+Both count the chunks that carry text and fail unless there are exactly 5,000, and check
+the assembled answer. Measures (client process only, medians after warm-ups):
+stream_cpu_us_per_chunk / stream_wall_us_per_chunk (CPU time from `time.process_time()`,
+wall time from `time.perf_counter()`, of a whole stream divided by 5,000) and call_cpu_ms /
+call_wall_ms (one non-streamed call: a whole graph run, with its thread checkpointed) and
+step_cpu_ms / step_wall_ms (one Agent step inside a run that loops the Agent 10 times,
+against 10 bare calls on a growing history: the per-step cost without the per-run one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from _common import emit, median
+
+CHUNKS = 5_000
+LOOP_STEPS = 10  # model calls in one run of the looping graph
+MODEL = "openai/bench"
+REPLY = "Hello from the bench server."
+TOKENS = [f"tok{i} " for i in range(CHUNKS)]
+STREAMED_TEXT = "".join(TOKENS)
+
+
+# -- the server (runs in its own process: `s6_models.py --serve`) ------------------------------
+
+
+def _sse(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
+    chunk: dict[str, Any] = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "bench",
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+def stream_pieces(batch: int) -> list[bytes]:
+    """The whole event stream, pre-encoded, `batch` events per write."""
+    events = [_sse({"role": "assistant", "content": ""})]
+    events += [_sse({"content": token}) for token in TOKENS]
+    events.append(_sse({}, "stop"))
+    usage = {"prompt_tokens": 1, "completion_tokens": CHUNKS, "total_tokens": CHUNKS + 1}
+    events.append(_sse(None, usage=usage))
+    events.append(b"data: [DONE]\n\n")
+    return [b"".join(events[i : i + batch]) for i in range(0, len(events), batch)]
+
+
+def completion_body() -> bytes:
+    return json.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "bench",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": REPLY},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7},
+        }
+    ).encode()
+
+
+def serve(batch: int) -> None:
+    """Listen on a free loopback port, print it, and answer until terminated."""
+    from aiohttp import web
+
+    pieces = stream_pieces(batch)
+    body = completion_body()
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        if json.loads(await request.read()).get("stream"):
+            response = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
+            await response.prepare(request)
+            for piece in pieces:
+                await response.write(piece)
+            await response.write_eof()
+            return response
+        return web.Response(body=body, content_type="application/json")
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        print(port, flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+class Server:
+    """The server process: started, waited for (by connecting), terminated."""
+
+    def __init__(self, batch: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--serve", "--server-batch", str(batch)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line.isdigit():
+            self.stop()
+            raise SystemExit(f"s6: the bench server did not start: {line!r}\n{self._stderr()}")
+        self.port = int(line)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise SystemExit(
+                        f"s6: the bench server is not answering\n{self._stderr()}"
+                    ) from None
+                time.sleep(0.01)
+        self.api_base = f"http://127.0.0.1:{self.port}/v1"
+
+    def _stderr(self) -> str:
+        try:
+            return self.proc.communicate(timeout=5)[1][-3000:]
+        except Exception:  # best effort, for the error message only
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# -- the clients ---------------------------------------------------------------------------------
+
+Stream = Callable[[], Awaitable[tuple[int, str]]]  # -> (text chunks seen, assembled text)
+Call = Callable[[], Awaitable[str]]  # -> the answer's text
+Loop = Callable[[], Awaitable[int]]  # -> answers produced by one run of the looping graph
+
+
+def build(framework: str, api_base: str) -> tuple[Stream, Call, Loop]:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported
+    if framework == "litellm":
+        import litellm
+
+        litellm.suppress_debug_info = True
+        messages = [{"role": "user", "content": "hi"}]
+        settings = {"model": MODEL, "api_base": api_base, "api_key": "x", "num_retries": 0}
+
+        async def stream_litellm() -> tuple[int, str]:
+            stream = await litellm.acompletion(
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+                **settings,
+            )
+            count = 0
+            parts = []
+            usage = None
+            async for chunk in stream:
+                choices = chunk.choices
+                if choices:
+                    text = choices[0].delta.content
+                    if text:
+                        count += 1
+                        parts.append(text)
+                else:
+                    # the include_usage chunk; looked for only here, as reading a missing
+                    # attribute of litellm's chunk objects costs about 3 us
+                    usage = getattr(chunk, "usage", None)
+            if usage is None:
+                raise SystemExit("s6: litellm stream ended without a usage chunk")
+            return count, "".join(parts)
+
+        async def call_litellm() -> str:
+            response = await litellm.acompletion(messages=messages, **settings)
+            return response.choices[0].message.content  # type: ignore[no-any-return]
+
+        async def loop_litellm() -> int:
+            history = list(messages)
+            for _ in range(LOOP_STEPS):
+                response = await litellm.acompletion(messages=history, **settings)
+                answer = response.choices[0].message.content
+                history.append({"role": "assistant", "content": answer})
+            return len(history) - 1
+
+        return stream_litellm, call_litellm, loop_litellm
+
+    if framework != "tenxgraph":
+        raise SystemExit(f"s6: unknown framework {framework!r} (litellm or tenxgraph)")
+    from tenxgraph.core.graph import Agent, StateGraph
+    from tenxgraph.core.state import Message
+    from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+    from tenxgraph.utils.constants import END, START
+
+    g = StateGraph()
+    g.add_node("agent", Agent(MODEL, api_base=api_base, api_key="x"))
+    g.add_edge(START, "agent")
+    g.add_edge("agent", END)
+    app = g.compile(checkpointer=InMemoryCheckpointer())
+
+    def turn() -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"messages": [Message.text_message("hi")]}, {"thread_id": uuid.uuid4().hex}
+
+    async def stream_tenxgraph() -> tuple[int, str]:
+        count = 0
+        final: Message | None = None
+        async for chunk in app.astream(*turn()):
+            message = chunk.message
+            if message is None:
+                continue
+            if message.delta:
+                if message.text():
+                    count += 1
+            elif message.role == "assistant":
+                final = message
+        if final is None or final.usages is None:
+            raise SystemExit("s6: the tenxgraph stream ended without a final message with usage")
+        return count, final.text()
+
+    async def call_tenxgraph() -> str:
+        result = await app.ainvoke(*turn())
+        return result["messages"][-1].text()  # type: ignore[no-any-return]
+
+    def again(state: Any) -> str:
+        answers = sum(1 for m in state.context if m.role == "assistant")
+        return "agent" if answers < LOOP_STEPS else END
+
+    looping = StateGraph()
+    looping.add_node("agent", Agent(MODEL, api_base=api_base, api_key="x"))
+    looping.add_edge(START, "agent")
+    looping.add_conditional_edges("agent", again, {"agent": "agent", END: END})
+    loop_app = looping.compile(checkpointer=InMemoryCheckpointer())
+
+    async def loop_tenxgraph() -> int:
+        result = await loop_app.ainvoke(*turn())
+        return len(result["messages"]) - 1
+
+    return stream_tenxgraph, call_tenxgraph, loop_tenxgraph
+
+
+async def measure(
+    framework: str, api_base: str, streams: int, calls: int, warmups: int
+) -> dict[str, float]:
+    stream, call, loop = build(framework, api_base)
+
+    async def one_stream() -> tuple[float, float]:
+        gc.collect()
+        cpu, wall = time.process_time(), time.perf_counter()
+        count, text = await stream()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if count != CHUNKS or text != STREAMED_TEXT:
+            raise SystemExit(
+                f"s6 {framework}: expected {CHUNKS} text chunks making {len(STREAMED_TEXT)} "
+                f"characters, got {count} chunks making {len(text)}"
+            )
+        return cpu / CHUNKS * 1e6, wall / CHUNKS * 1e6
+
+    async def one_call() -> tuple[float, float]:
+        cpu, wall = time.process_time(), time.perf_counter()
+        text = await call()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if text != REPLY:
+            raise SystemExit(f"s6 {framework}: expected the answer {REPLY!r}, got {text!r}")
+        return cpu * 1e3, wall * 1e3
+
+    await one_stream()  # warm-up: imports, client caches, connection pool
+    stream_runs = [await one_stream() for _ in range(streams)]
+    for _ in range(warmups):
+        await one_call()
+    gc.collect()
+    call_runs = [await one_call() for _ in range(calls)]
+    loop_runs = []
+    for _ in range(max(3, calls // (2 * LOOP_STEPS))):
+        cpu, wall = time.process_time(), time.perf_counter()
+        answers = await loop()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if answers != LOOP_STEPS:
+            raise SystemExit(f"s6 {framework}: expected {LOOP_STEPS} answers, got {answers}")
+        loop_runs.append((cpu / LOOP_STEPS * 1e3, wall / LOOP_STEPS * 1e3))
+    paired = await paired_call_added(framework, api_base, call, calls)
+    return {
+        **paired,
+        "stream_cpu_us_per_chunk": median([c for c, _ in stream_runs]),
+        "stream_wall_us_per_chunk": median([w for _, w in stream_runs]),
+        "call_cpu_ms": median([c for c, _ in call_runs]),
+        "call_wall_ms": median([w for _, w in call_runs]),
+        "step_cpu_ms": median([c for c, _ in loop_runs]),
+        "step_wall_ms": median([w for _, w in loop_runs]),
+    }
+
+
+async def paired_call_added(
+    framework: str, api_base: str, call: Call, calls: int
+) -> dict[str, float]:
+    """CPU ms (of the event loop's thread) that tenxgraph adds over one bare litellm call,
+    measured as pairs run back to back in this process, in alternating order (median of the
+    differences): far less noisy than comparing two processes. Three layers: the Agent's
+    model client alone (request and answer conversion), a one-node graph without a
+    checkpointer, and the same graph keeping its thread in memory. The litellm framework
+    reports 0, so the table's "added" column shows tenxgraph's figures."""
+    names = ("paired_client_added_cpu_ms", "paired_graph_added_cpu_ms", "paired_call_added_cpu_ms")
+    if framework != "tenxgraph":
+        return dict.fromkeys(names, 0.0)
+    from tenxgraph.core.graph import Agent, StateGraph
+    from tenxgraph.core.llm import LiteLLMClient, ModelRequest
+    from tenxgraph.core.state import Message
+    from tenxgraph.utils.constants import END, START
+
+    _, bare, _ = build("litellm", api_base)
+    client = LiteLLMClient()
+    request = ModelRequest(
+        MODEL, [Message.text_message("hi")], settings={"api_base": api_base, "api_key": "x"}
+    )
+
+    async def client_call() -> str:
+        return (await client.acomplete(request)).text()
+
+    graph = StateGraph()
+    graph.add_node("agent", Agent(MODEL, api_base=api_base, api_key="x"))
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    bare_app = graph.compile()
+
+    async def graph_call() -> str:
+        result = await bare_app.ainvoke(
+            {"messages": [Message.text_message("hi")]}, {"thread_id": uuid.uuid4().hex}
+        )
+        return result["messages"][-1].text()  # type: ignore[no-any-return]
+
+    figures = {}
+    for name, ours in zip(names, (client_call, graph_call, call), strict=True):
+        differences = []
+        for i in range(calls):
+            order = (bare, ours) if i % 2 == 0 else (ours, bare)  # neither always goes first
+            spent = {}
+            for one in order:
+                cpu = time.thread_time()  # litellm's logging threads do the same work for
+                await one()  # both and would only add noise
+                spent[one] = time.thread_time() - cpu
+            differences.append((spent[ours] - spent[bare]) * 1e3)
+        figures[name] = median(differences)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--framework", help="litellm (the floor) or tenxgraph")
+    parser.add_argument("--streams", type=int, default=5, help="measured streams (after one)")
+    parser.add_argument("--calls", type=int, default=200, help="measured non-streamed calls")
+    parser.add_argument("--warmups", type=int, default=10, help="unmeasured calls first")
+    parser.add_argument(
+        "--server-batch", type=int, default=1, help="server: stream events per socket write"
+    )
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.server_batch)
+        return
+    if not args.framework:
+        parser.error("--framework is required")
+    server = Server(args.server_batch)
+    try:
+        measures = asyncio.run(
+            measure(args.framework, server.api_base, args.streams, args.calls, args.warmups)
+        )
+    finally:
+        server.stop()
+    emit(measures)
+
+
+if __name__ == "__main__":
+    main()
