@@ -511,3 +511,26 @@ def test_litellm_is_imported_once_with_the_bundled_price_list_forced(
     assert module.suppress_debug_info is True
     assert litellm_client.load_litellm() is module
     assert finder.cost_map_setting == ["True"]  # imported once
+
+
+@pytest.mark.parametrize(("setting", "frozen"), [(None, 1), ("0", 0), ("false", 0)])
+def test_litellm_import_heap_is_frozen_out_of_garbage_collection(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None, frozen: int
+) -> None:
+    """litellm's import leaves ~370,000 long-lived objects; full collections walking them
+    cost ~0.4 s each. They are frozen once, unless TENXGRAPH_GC_FREEZE turns it off."""
+    import gc
+
+    freezes: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(gc, "collect", lambda *a: 0)
+    if setting is None:
+        monkeypatch.delenv("TENXGRAPH_GC_FREEZE", raising=False)
+    else:
+        monkeypatch.setenv("TENXGRAPH_GC_FREEZE", setting)
+    monkeypatch.setattr(litellm_client, "_litellm", None)
+    monkeypatch.delitem(sys.modules, "litellm", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [FakeLiteLLM(), *sys.meta_path])
+    litellm_client.load_litellm()
+    litellm_client.load_litellm()
+    assert len(freezes) == frozen
