@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -13,14 +12,14 @@ from pydantic import BaseModel
 
 from tenxgraph.core.exceptions import GraphError, ModelAuthError, ModelRequestError
 from tenxgraph.core.graph import Agent, StateGraph
-from tenxgraph.core.llm import FunctionModel, ModelInfo, RetryConfig, retry
+from tenxgraph.core.llm import FunctionModel, ModelInfo, RetryConfig
 from tenxgraph.core.state import AgentState, Message, StreamChunk, TokenUsages
 from tenxgraph.core.state.message_block import ToolCallBlock
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import inp, linear
+from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, drain, event, sent, sse
 
-OPENAI_URL = "https://api.openai.com/v1/chat/completions"
 ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-test-0123456789abcdef"
 
@@ -48,61 +47,10 @@ def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, 
 
 
 def sse_text(*pieces: str) -> httpx.Response:
-    def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-s",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-
+    """A streamed OpenAI answer of `pieces`, ending with a usage event."""
     events = [event({"role": "assistant", "content": ""})]
     events += [event({"content": p}) for p in pieces]
-    events.append(event({}, "stop"))
-    events.append(
-        {
-            "id": "chatcmpl-s",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [],
-            "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
-        }
-    )
-    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
-    return httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, content=body + b"data: [DONE]\n\n"
-    )
-
-
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    """Collect `pieces` into `into`, so what came before a failure can be checked."""
-    async for piece in pieces:
-        into.append(piece)
-
-
-def sent(route: respx.Route, n: int = -1) -> dict[str, Any]:
-    return json.loads(route.calls[n].request.content)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def openai_api() -> Iterator[respx.Route]:
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        yield mock.post(OPENAI_URL)
-
-
-@pytest.fixture(autouse=True)
-def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Retry delays are recorded, never waited (in every test, so a regression cannot hang)."""
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(retry, "sleep", record)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
-    return delays
+    return sse(*events, event({}, "stop"), USAGE_EVENT)
 
 
 class Recorder:

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import types
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -30,8 +30,8 @@ from tenxgraph.core.llm.litellm_client import load_litellm
 from tenxgraph.core.llm.retry import is_retryable
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import ToolCallBlock
+from tests.core.llm._support import USAGE_EVENT, drain, event, sent, sse
 
-OPENAI_URL = "https://api.openai.com/v1/chat/completions"
 KEY = "sk-test-0123456789abcdef"
 MODEL = "openai/gpt-4o-mini"
 
@@ -72,33 +72,6 @@ def completion(content: str | None = "Hello", **message: Any) -> dict[str, Any]:
     }
 
 
-def sse(*events: dict[str, Any]) -> httpx.Response:
-    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
-    return httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, content=body + b"data: [DONE]\n\n"
-    )
-
-
-def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-s",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-USAGE_EVENT = {
-    "id": "chatcmpl-s",
-    "object": "chat.completion.chunk",
-    "created": 1,
-    "model": "gpt-4o-mini",
-    "choices": [],
-    "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
-}
-
-
 def request(**settings: Any) -> ModelRequest:
     return ModelRequest(
         model=settings.pop("model", MODEL),
@@ -107,22 +80,6 @@ def request(**settings: Any) -> ModelRequest:
         output_schema=settings.pop("output_schema", None),
         settings=settings,
     )
-
-
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    """Collect `pieces` into `into`, so what came before a failure can be checked."""
-    async for piece in pieces:
-        into.append(piece)
-
-
-def body(route: respx.Route, n: int = -1) -> dict[str, Any]:
-    return json.loads(route.calls[n].request.content)  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def openai_api() -> Iterator[respx.Route]:
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        yield mock.post(OPENAI_URL)
 
 
 @pytest.fixture
@@ -151,17 +108,17 @@ async def test_a_plain_call_sends_messages_tools_and_settings(
         request(api_key=KEY, temperature=0.2, max_tokens=50, tools=[WEATHER_TOOL])
     )
     assert answer.text() == "Hello"
-    sent = body(openai_api)
-    assert sent["model"] == "gpt-4o-mini"
-    assert sent["messages"] == [
+    payload = sent(openai_api)
+    assert payload["model"] == "gpt-4o-mini"
+    assert payload["messages"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi"},
     ]
-    assert sent["tools"] == [WEATHER_TOOL]
-    assert sent["temperature"] == 0.2
-    assert sent["max_tokens"] == 50
-    assert "stream" not in sent
-    assert "stream_options" not in sent
+    assert payload["tools"] == [WEATHER_TOOL]
+    assert payload["temperature"] == 0.2
+    assert payload["max_tokens"] == 50
+    assert "stream" not in payload
+    assert "stream_options" not in payload
     assert openai_api.calls[0].request.headers["authorization"] == f"Bearer {KEY}"
     (kwargs,) = litellm_kwargs
     assert kwargs["num_retries"] == 0
@@ -202,7 +159,7 @@ async def test_output_schema_asks_for_a_json_schema_response_format(
     answer_json = '{"city": "Paris", "temperature_c": 21.5}'
     openai_api.mock(return_value=httpx.Response(200, json=completion(answer_json)))
     answer = await LiteLLMClient().acomplete(request(api_key=KEY, output_schema=Weather))
-    response_format = body(openai_api)["response_format"]
+    response_format = sent(openai_api)["response_format"]
     assert response_format["type"] == "json_schema"
     schema = response_format["json_schema"]["schema"]
     assert set(schema["properties"]) == {"city", "temperature_c"}
@@ -236,9 +193,9 @@ async def test_a_stream_asks_for_usage_and_assembles_fragments(
         )
     )
     pieces = [m async for m in LiteLLMClient().astream(request(api_key=KEY, tools=[WEATHER_TOOL]))]
-    sent = body(openai_api)
-    assert sent["stream"] is True
-    assert sent["stream_options"] == {"include_usage": True}
+    payload = sent(openai_api)
+    assert payload["stream"] is True
+    assert payload["stream_options"] == {"include_usage": True}
     assert litellm_kwargs[0]["num_retries"] == 0
     *deltas, final = pieces
     assert all(d.delta for d in deltas)
@@ -315,7 +272,7 @@ async def test_a_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> N
         )
     assert answer.text() == "local answer"
     assert local.call_count == 1
-    assert body(local)["model"] == "llama3"
+    assert sent(local)["model"] == "llama3"
 
 
 async def test_a_model_without_a_provider_prefix_litellm_cannot_route(

@@ -20,7 +20,7 @@ from tenxgraph.core.exceptions import (
     ModelUnavailableError,
 )
 from tenxgraph.core.graph import Agent
-from tenxgraph.core.llm import FunctionModel, ModelInfo, ModelRequest, RetryConfig, Route, retry
+from tenxgraph.core.llm import FunctionModel, ModelInfo, ModelRequest, RetryConfig, Route
 from tenxgraph.core.llm.calling import complete, stream
 from tenxgraph.core.llm.retry import (
     NO_RETRY,
@@ -30,6 +30,7 @@ from tenxgraph.core.llm.retry import (
 )
 from tenxgraph.core.state import Message
 from tests.core.graph._support import inp, linear
+from tests.core.llm._support import drain
 
 # -- delay math -----------------------------------------------------------------------------
 
@@ -184,19 +185,6 @@ class Scripted:
         yield Message.text_message(text, "assistant", "s")
 
 
-@pytest.fixture(autouse=True)
-def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The delays the retry loop asked for, instead of waiting them (in every test)."""
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(retry, "sleep", record)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
-    return delays
-
-
 CONFIG = RetryConfig(max_retries=2, initial_delay=1, backoff_factor=2, max_delay=30)
 REQUEST = ModelRequest(model="primary", messages=[Message.text_message("hi")])
 
@@ -325,12 +313,6 @@ async def test_when_every_model_fails_the_last_error_is_raised(slept: list[float
 
 
 # -- streams --------------------------------------------------------------------------------
-
-
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    """Collect `pieces` into `into`, so what came before a failure can be checked."""
-    async for piece in pieces:
-        into.append(piece)
 
 
 async def collect(routes: list[Route], config: RetryConfig = CONFIG) -> list[Message]:

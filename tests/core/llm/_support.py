@@ -1,0 +1,50 @@
+"""Helpers shared by the model-layer tests (their fixtures are in tests/core/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import respx
+
+OPENAI_URL = "https://api.openai.com/v1/chat/completions"
+
+
+async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
+    """Collect `pieces` into `into`, so what came before a failure can be checked."""
+    async for piece in pieces:
+        into.append(piece)
+
+
+def sent(route: respx.Route, n: int = -1) -> dict[str, Any]:
+    """The JSON body of the `n`-th request the route received."""
+    return json.loads(route.calls[n].request.content)  # type: ignore[no-any-return]
+
+
+def sse(*events: dict[str, Any]) -> httpx.Response:
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=body + b"data: [DONE]\n\n"
+    )
+
+
+def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+USAGE_EVENT = {
+    "id": "chatcmpl-s",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [],
+    "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
+}
