@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -10,7 +12,12 @@ import pytest
 import respx
 from pydantic import BaseModel
 
-from tenxgraph.core.exceptions import GraphError, ModelAuthError, ModelRequestError
+from tenxgraph.core.exceptions import (
+    GraphError,
+    ModelAuthError,
+    ModelRequestError,
+    NodeTimeoutError,
+)
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo, RetryConfig
 from tenxgraph.core.state import AgentState, Message, StreamChunk, TokenUsages
@@ -622,3 +629,90 @@ async def test_an_agent_answering_with_tool_calls_and_text_over_turns() -> None:
         ("assistant", False),
     ]
     assert result["context"][-1].text() == "done"
+
+
+def test_the_sync_api_calls_litellm_from_its_own_loop_thread(openai_api: respx.Route) -> None:
+    """`invoke`/`stream` run the graph on a private event-loop thread; litellm's clients are
+    cached per loop, so the same app must work there, and again on a second call."""
+    openai_api.mock(return_value=httpx.Response(200, json=completion("sync hello")))
+    app = linear(("agent", Agent("openai/gpt-4o-mini", api_key=KEY)))
+    assert app.invoke(inp("hi"))["messages"][-1].text() == "sync hello"
+    openai_api.mock(return_value=sse_text("a ", "b"))
+    pieces = [c.message.text() for c in app.stream(inp("again")) if c.message and c.message.delta]
+    assert "".join(pieces) == "a b"
+    assert openai_api.call_count == 2
+
+
+class Hangs:
+    """A model that starts streaming and then never sends another piece."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.started = asyncio.Event()
+
+    async def acomplete(self, request: Any) -> Message:
+        raise AssertionError("streamed only")
+
+    async def astream(self, request: Any) -> AsyncIterator[Message]:
+        try:
+            yield Message.text_message("thinking", "assistant", "h", delta=True)
+            self.started.set()
+            await asyncio.Event().wait()
+            yield Message.text_message("never", "assistant", "h")
+        finally:
+            self.closed = True
+
+
+async def test_node_timeout_stops_a_hung_model_stream_and_closes_it() -> None:
+    model = Hangs()
+    app = linear(("agent", Agent(model, retry_config=False)))
+    chunks: list[StreamChunk] = []
+    with pytest.raises(NodeTimeoutError):
+        await drain(app.astream(inp("hi"), {"node_timeout": 0.05}), chunks)
+    assert [c.message.text() for c in chunks if c.message and c.message.delta] == ["thinking"]
+    assert model.closed
+
+
+async def test_stop_cancels_a_model_stream_and_closes_it() -> None:
+    model = Hangs()
+    app = linear(("agent", Agent(model, retry_config=False)), checkpointer=InMemoryCheckpointer())
+    config = {"thread_id": "stop-me"}
+
+    async def consume() -> list[StreamChunk]:
+        return [c async for c in app.astream(inp("hi"), config)]
+
+    task = asyncio.create_task(consume())
+    await model.started.wait()
+    assert (await app.astop(config))["ok"] is True
+    await task
+    assert model.closed
+    state = await app.aget_state(config)
+    assert state is not None
+    assert [m.role for m in state.context] == ["user"]  # nothing half-streamed was stored
+
+
+async def test_two_agents_in_parallel_stream_interleaved_and_both_answers_are_kept() -> None:
+    graph = StateGraph()
+    graph.add_node("a", Agent(FunctionModel(lambda m, i: "from a, a long answer")))
+    graph.add_node("b", Agent(FunctionModel(lambda m, i: "from b, another answer")))
+    graph.add_edge(START, "a")
+    graph.add_edge(START, "b")
+    graph.add_edge("a", END)
+    graph.add_edge("b", END)
+    app = graph.compile(checkpointer=InMemoryCheckpointer())
+    config = {"thread_id": "both"}
+    deltas: dict[Any, list[str]] = {}
+    async for chunk in app.astream(inp("go"), config):
+        if chunk.message is not None and chunk.message.delta:
+            deltas.setdefault(chunk.message.message_id, []).append(chunk.message.text())
+    assert sorted("".join(v) for v in deltas.values()) == [
+        "from a, a long answer",
+        "from b, another answer",
+    ]
+    state = await app.aget_state(config)
+    assert state is not None
+    assert sorted(m.text() for m in state.context if m.role == "assistant") == [
+        "from a, a long answer",
+        "from b, another answer",
+    ]
+    assert not any(m.delta for m in state.context)
