@@ -168,6 +168,20 @@ async def test_compiled_override_node_replaces_the_function_and_keeps_edges() ->
         app.override_node("ghost", other)
 
 
+async def test_override_node_after_a_run_is_used_by_the_next_run() -> None:
+    """Routes are remembered after the first run; overriding a node must not leave them
+    pointing at the old one."""
+    graph = graph_with("a", "b")
+    graph.add_edge(START, "a")
+    graph.add_edge("a", "b")
+    app = graph.compile()
+    first = await app.ainvoke(inp("hi"))
+    assert texts(first["messages"])[-1] == "answered"
+    app.override_node("b", other)
+    second = await app.ainvoke(inp("hi"))
+    assert texts(second["messages"]) == ["hi", "answered", "other"]
+
+
 # -- edges and entry point ------------------------------------------------------------------
 
 

@@ -134,9 +134,7 @@ class Run:
         self.next_names: list[str] | None = None
         self.skip_breakpoint = False
         self.current: Sequence[NodeSpec] = ()
-        self.chunk_template = template(
-            StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
-        )
+        self._chunk_template: dict[str, Any] | None = None  # built by the first chunk
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -149,8 +147,15 @@ class Run:
 
     # -- events ----------------------------------------------------------------------------
 
+    def _make_chunk_template(self) -> dict[str, Any]:
+        settings = self.settings
+        self._chunk_template = template(
+            StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
+        )
+        return self._chunk_template
+
     def _chunk(self, event: StreamEvent, **values: Any) -> StreamChunk:
-        fields = self.chunk_template.copy()
+        fields = (self._chunk_template or self._make_chunk_template()).copy()
         fields["event"] = event.value
         fields["timestamp"] = time.time()
         fields.update(values)
@@ -158,7 +163,7 @@ class Run:
 
     def _message_chunk(self, message: Message) -> StreamChunk:
         """The hot path of streaming: one chunk per delta."""
-        fields = self.chunk_template.copy()
+        fields = (self._chunk_template or self._make_chunk_template()).copy()
         fields["message"] = message
         fields["timestamp"] = time.time()
         return assemble(StreamChunk, fields, set(_MESSAGE_CHUNK_SET))
@@ -672,6 +677,16 @@ class Run:
         """The nodes of the next step, in graph order (joins wait for upstream branches)."""
         app = self.app
         routing = app._routing
+        if len(ran) == 1 and not self.deferred:
+            name, out = ran[0]
+            if out.goto is None and name not in routing.branches:
+                # static edges only: the answer depends on the node alone, so it is kept
+                known = app._static_routes.get(name)
+                if known is None:
+                    known = app._static_routes[name] = self._static_route(name)
+                runnable, deferred = known
+                self.deferred = set(deferred)
+                return list(runnable)
         pending = set(self.deferred)
         app_nodes = app._specs
         for name, out in ran:
@@ -693,16 +708,27 @@ class Run:
                         value = await value
                     targets.extend(branch.resolve(value, app_nodes))
             pending.update(t for t in targets if t != END)
+        runnable, self.deferred = self._runnable(pending)
+        return runnable
+
+    def _runnable(self, pending: set[str]) -> tuple[list[NodeSpec], set[str]]:
+        """Of the nodes `pending`, those that run now (in graph order) and those deferred:
+        a join waits while another pending node can still reach it."""
         if not pending:
-            self.deferred = set()
-            return []
+            return [], set()
+        routing = self.app._routing
         runnable = [
             n
             for n in pending
             if n not in routing.joins or not any(m != n and n in routing.reach[m] for m in pending)
         ] or list(pending)
-        self.deferred = pending.difference(runnable)
-        return sorted((app_nodes[n] for n in runnable), key=_by_index)
+        specs = self.app._specs
+        return sorted((specs[n] for n in runnable), key=_by_index), pending.difference(runnable)
+
+    def _static_route(self, name: str) -> tuple[list[NodeSpec], frozenset[str]]:
+        targets = {t for t in self.app._routing.static.get(name, ()) if t != END}
+        runnable, deferred = self._runnable(targets)
+        return runnable, frozenset(deferred)
 
     # -- persistence -----------------------------------------------------------------------
 
