@@ -4,7 +4,7 @@ Importing this package does not import litellm; the adapter loads it on its firs
 """
 
 from tenxgraph.core.llm.calling import Route
-from tenxgraph.core.llm.litellm_client import LiteLLMClient
+from tenxgraph.core.llm.litellm_client import LiteLLMClient, load_litellm
 from tenxgraph.core.llm.models import resolve
 from tenxgraph.core.llm.offline import FunctionModel, ModelInfo, TestModel
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
@@ -22,6 +22,7 @@ __all__ = [
     "Route",
     "StreamAssembler",
     "TestModel",
+    "load_litellm",
     "message_from_response",
     "resolve",
     "to_wire",
