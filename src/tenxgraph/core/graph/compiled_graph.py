@@ -53,8 +53,6 @@ class CompiledGraph:
         self.state_type: type[AgentState] = type(state)
         self._specs = specs
         self._routing = routing
-        # per node with static edges only: (nodes to run next, joins deferred), filled on use
-        self._static_routes: dict[str, tuple[list[NodeSpec], frozenset[str]]] = {}
         self.checkpointer = checkpointer
         self.context_manager = context_manager
         self.interrupt_before = interrupt_before
@@ -214,7 +212,6 @@ class CompiledGraph:
         if name not in self._specs:
             raise KeyError(f"No node named {name!r}; nodes are {sorted(self._specs)}")
         self._specs[name] = compile_node(name, func, self._specs[name].index)
-        self._static_routes.clear()  # they hold the replaced NodeSpec
         return self
 
     async def aclose(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import time
 import uuid
@@ -134,7 +135,6 @@ class Run:
         self.next_names: list[str] | None = None
         self.skip_breakpoint = False
         self.current: Sequence[NodeSpec] = ()
-        self._chunk_template: dict[str, Any] | None = None  # built by the first chunk
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -147,15 +147,17 @@ class Run:
 
     # -- events ----------------------------------------------------------------------------
 
-    def _make_chunk_template(self) -> dict[str, Any]:
+    @functools.cached_property
+    def chunk_template(self) -> dict[str, Any]:
+        """The fields every chunk of this run shares; built by the first chunk (an `ainvoke`
+        makes none)."""
         settings = self.settings
-        self._chunk_template = template(
+        return template(
             StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
         )
-        return self._chunk_template
 
     def _chunk(self, event: StreamEvent, **values: Any) -> StreamChunk:
-        fields = (self._chunk_template or self._make_chunk_template()).copy()
+        fields = self.chunk_template.copy()
         fields["event"] = event.value
         fields["timestamp"] = time.time()
         fields.update(values)
@@ -163,7 +165,7 @@ class Run:
 
     def _message_chunk(self, message: Message) -> StreamChunk:
         """The hot path of streaming: one chunk per delta."""
-        fields = (self._chunk_template or self._make_chunk_template()).copy()
+        fields = self.chunk_template.copy()
         fields["message"] = message
         fields["timestamp"] = time.time()
         return assemble(StreamChunk, fields, set(_MESSAGE_CHUNK_SET))
@@ -677,16 +679,6 @@ class Run:
         """The nodes of the next step, in graph order (joins wait for upstream branches)."""
         app = self.app
         routing = app._routing
-        if len(ran) == 1 and not self.deferred:
-            name, out = ran[0]
-            if out.goto is None and name not in routing.branches:
-                # static edges only: the answer depends on the node alone, so it is kept
-                known = app._static_routes.get(name)
-                if known is None:
-                    known = app._static_routes[name] = self._static_route(name)
-                runnable, deferred = known
-                self.deferred = set(deferred)
-                return list(runnable)
         pending = set(self.deferred)
         app_nodes = app._specs
         for name, out in ran:
@@ -708,27 +700,16 @@ class Run:
                         value = await value
                     targets.extend(branch.resolve(value, app_nodes))
             pending.update(t for t in targets if t != END)
-        runnable, self.deferred = self._runnable(pending)
-        return runnable
-
-    def _runnable(self, pending: set[str]) -> tuple[list[NodeSpec], set[str]]:
-        """Of the nodes `pending`, those that run now (in graph order) and those deferred:
-        a join waits while another pending node can still reach it."""
         if not pending:
-            return [], set()
-        routing = self.app._routing
+            self.deferred = set()
+            return []
         runnable = [
             n
             for n in pending
             if n not in routing.joins or not any(m != n and n in routing.reach[m] for m in pending)
         ] or list(pending)
-        specs = self.app._specs
-        return sorted((specs[n] for n in runnable), key=_by_index), pending.difference(runnable)
-
-    def _static_route(self, name: str) -> tuple[list[NodeSpec], frozenset[str]]:
-        targets = {t for t in self.app._routing.static.get(name, ()) if t != END}
-        runnable, deferred = self._runnable(targets)
-        return runnable, frozenset(deferred)
+        self.deferred = pending.difference(runnable)
+        return sorted((app_nodes[n] for n in runnable), key=_by_index)
 
     # -- persistence -----------------------------------------------------------------------
 
