@@ -101,7 +101,9 @@ class LiteLLMClient:
             },
         )
 
-    def _kwargs(self, request: ModelRequest, provider: str, stream: bool) -> dict[str, Any]:
+    def _prepare(self, request: ModelRequest, stream: bool) -> tuple[str, dict[str, Any]]:
+        """The provider serving the request, and the arguments for `litellm.acompletion`."""
+        provider = self.provider(request.model, request.settings.get("api_base"))
         settings = self._check_key(request.model, provider, request.settings)
         kwargs: dict[str, Any] = {
             **settings,
@@ -116,26 +118,22 @@ class LiteLLMClient:
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+        return provider, kwargs
 
     async def acomplete(self, request: ModelRequest) -> Message:
-        provider = self.provider(request.model, request.settings.get("api_base"))
-        litellm = load_litellm()
-        kwargs = self._kwargs(request, provider, stream=False)
+        provider, kwargs = self._prepare(request, stream=False)
         try:
-            response = await litellm.acompletion(**kwargs)
+            response = await load_litellm().acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
         hidden = getattr(response, "_hidden_params", None) or {}
         return message_from_response(response, provider, request.model, hidden.get("response_cost"))
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[Message]:
-        provider = self.provider(request.model, request.settings.get("api_base"))
-        litellm = load_litellm()
-        kwargs = self._kwargs(request, provider, stream=True)
+        provider, kwargs = self._prepare(request, stream=True)
         assembler = StreamAssembler(provider, request.model)
         try:
-            stream = await litellm.acompletion(**kwargs)
+            stream = await load_litellm().acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
         try:

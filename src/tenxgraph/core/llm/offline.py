@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tenxgraph.core.llm.request import ModelRequest
+from tenxgraph.core.llm.wire_in import openai_tool_call
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.core.state.message import _text_message, generate_id
 from tenxgraph.core.state.message_block import (
@@ -36,6 +37,11 @@ class ModelInfo:
 Reply = Message | str | ToolCallBlock | Sequence[ToolCallBlock] | BaseModel | dict[str, Any]
 
 
+def openai_tool_calls(calls: Sequence[ToolCallBlock]) -> list[dict[str, Any]]:
+    """The OpenAI-format `tools_calls` of `calls`."""
+    return [openai_tool_call(c.id, c.name, json.dumps(c.args)) for c in calls]
+
+
 def assistant_message(
     text: str = "",
     calls: Sequence[ToolCallBlock] = (),
@@ -50,14 +56,7 @@ def assistant_message(
     if text:
         content.append(TextBlock(text=text))
     content.extend(calls)
-    tools_calls = [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.args)},
-        }
-        for call in calls
-    ]
+    tools_calls = openai_tool_calls(calls)
     prompt_tokens = sum(len(m.text().split()) + 1 for m in prompt)
     completion_tokens = len(text.split()) + sum(1 + len(c.args) for c in calls)
     return Message(
@@ -253,9 +252,7 @@ def reply_message(value: Any, request: ModelRequest, model: str) -> Message:
         if value.role != "assistant":
             raise ValueError(f"a FunctionModel must answer as the assistant, not {value.role!r}")
         if value.tools_calls is None and value.tool_call_blocks():
-            value.tools_calls = assistant_message(
-                calls=value.tool_call_blocks(), model=model
-            ).tools_calls
+            value.tools_calls = openai_tool_calls(value.tool_call_blocks())
         return value
     if isinstance(value, str):
         return assistant_message(value, model=model, prompt=prompt)

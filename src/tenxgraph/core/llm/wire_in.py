@@ -156,13 +156,7 @@ class Draft:
             if error is not None:
                 errors[call_id] = error
             content.append(trusted(ToolCallBlock, id=call_id, name=call.name, args=args))
-            tools_calls.append(
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": arguments or "{}"},
-                }
-            )
+            tools_calls.append(openai_tool_call(call_id, call.name, arguments or "{}"))
         metadata: dict[str, Any] = {
             "provider": provider,
             "model": self.model,
@@ -203,6 +197,11 @@ class Draft:
             "choices": [{"index": 0, "finish_reason": self.finish_reason, "message": message}],
             "usage": _as_dict(self.usage),
         }
+
+
+def openai_tool_call(call_id: str | None, name: str | None, arguments: str) -> dict[str, Any]:
+    """One tool call in the OpenAI chat format (`arguments` is the JSON text)."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def parse_arguments(arguments: str | None) -> tuple[dict[str, Any], str | None]:
@@ -391,6 +390,7 @@ __all__ = [
     "Draft",
     "StreamAssembler",
     "message_from_response",
+    "openai_tool_call",
     "parse_arguments",
     "scrub",
     "token_usages",

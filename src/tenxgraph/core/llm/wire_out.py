@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tenxgraph.core.llm.wire_in import REDACTED_THINKING
+from tenxgraph.core.llm.wire_in import REDACTED_THINKING, openai_tool_call
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
@@ -108,14 +108,7 @@ def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
     if calls:
         raw_args = _raw_arguments(message)
         out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": raw_args.get(call.id) or json.dumps(call.args),
-                },
-            }
+            openai_tool_call(call.id, call.name, raw_args.get(call.id) or json.dumps(call.args))
             for call in calls
         ]
     elif message.tools_calls:
@@ -148,11 +141,11 @@ def _raw_arguments(message: Message) -> dict[str, str]:
 
 
 def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
-    function = dict(call.get("function") or {})
+    function = call.get("function") or {}
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
-        function["arguments"] = json.dumps(arguments or {})
-    return {"id": call.get("id"), "type": "function", "function": function}
+        arguments = json.dumps(arguments or {})
+    return openai_tool_call(call.get("id"), function.get("name"), arguments)
 
 
 def _tool_results(message: Message) -> list[dict[str, Any]]:
