@@ -320,7 +320,7 @@ async def measure(
         if answers != LOOP_STEPS:
             raise SystemExit(f"s6 {framework}: expected {LOOP_STEPS} answers, got {answers}")
         loop_runs.append((cpu / LOOP_STEPS * 1e3, wall / LOOP_STEPS * 1e3))
-    paired = await paired_call_added(framework, api_base, call, calls)
+    paired = await paired_call_added(framework, api_base, call, loop, calls)
     return {
         **paired,
         "stream_cpu_us_per_chunk": median([c for c, _ in stream_runs]),
@@ -333,15 +333,22 @@ async def measure(
 
 
 async def paired_call_added(
-    framework: str, api_base: str, call: Call, calls: int
+    framework: str, api_base: str, call: Call, loop: Loop, calls: int
 ) -> dict[str, float]:
     """CPU ms (of the event loop's thread) that tenxgraph adds over one bare litellm call,
     measured as pairs run back to back in this process, in alternating order (median of the
     differences): far less noisy than comparing two processes. Three layers: the Agent's
     model client alone (request and answer conversion), a one-node graph without a
-    checkpointer, and the same graph keeping its thread in memory. The litellm framework
+    checkpointer, and the same graph keeping its thread in memory; and per Agent step, a run
+    of the looping graph (thread in memory) against 10 bare calls on a growing history,
+    divided by 10. The litellm framework
     reports 0, so the table's "added" column shows tenxgraph's figures."""
-    names = ("paired_client_added_cpu_ms", "paired_graph_added_cpu_ms", "paired_call_added_cpu_ms")
+    names = (
+        "paired_client_added_cpu_ms",
+        "paired_graph_added_cpu_ms",
+        "paired_call_added_cpu_ms",
+        "paired_step_added_cpu_ms",
+    )
     if framework != "tenxgraph":
         return dict.fromkeys(names, 0.0)
     from tenxgraph.core.graph import Agent, StateGraph
@@ -349,7 +356,7 @@ async def paired_call_added(
     from tenxgraph.core.state import Message
     from tenxgraph.utils.constants import END, START
 
-    _, bare, _ = build("litellm", api_base)
+    _, bare, bare_loop = build("litellm", api_base)
     client = LiteLLMClient()
     request = ModelRequest(
         MODEL, [Message.text_message("hi")], settings={"api_base": api_base, "api_key": "x"}
@@ -370,18 +377,22 @@ async def paired_call_added(
         )
         return result["messages"][-1].text()  # type: ignore[no-any-return]
 
+    layers: tuple[tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int], ...]
+    layers = ((client_call, bare, calls), (graph_call, bare, calls), (call, bare, calls))
+    layers += ((loop, bare_loop, max(20, calls // 5)),)  # 10 steps a pair: fewer pairs
     figures = {}
-    for name, ours in zip(names, (client_call, graph_call, call), strict=True):
+    for name, (ours, floor, pairs) in zip(names, layers, strict=True):
         differences = []
-        for i in range(calls):
-            order = (bare, ours) if i % 2 == 0 else (ours, bare)  # neither always goes first
+        for i in range(pairs):
+            order = (floor, ours) if i % 2 == 0 else (ours, floor)  # neither always goes first
             spent = {}
             for one in order:
                 cpu = time.thread_time()  # litellm's logging threads do the same work for
                 await one()  # both and would only add noise
                 spent[one] = time.thread_time() - cpu
-            differences.append((spent[ours] - spent[bare]) * 1e3)
+            differences.append((spent[ours] - spent[floor]) * 1e3)
         figures[name] = median(differences)
+    figures["paired_step_added_cpu_ms"] /= LOOP_STEPS
     return figures
 
 

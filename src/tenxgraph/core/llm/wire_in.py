@@ -263,14 +263,25 @@ def _int(value: Any) -> int:
 
 
 def scrub(value: Any) -> Any:
-    """`value` without any key that could hold a credential, at any depth."""
-    try:
-        text = json.dumps(value, default=str).lower()
-    except (TypeError, ValueError):
-        text = None
-    if text is not None and not any(f'"{key}":' in text for key in _SECRET_KEYS):
-        return value  # nothing to remove: skip the walk
-    return _scrub(value)
+    """`value` without any key that could hold a credential, at any depth. Returned as is
+    (no copy) when it has none, which is the usual case."""
+    return _scrub(value) if _has_secret(value) else value
+
+
+_CONTAINERS = (dict, list)
+
+
+def _has_secret(value: Any) -> bool:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in _SECRET_KEYS:
+                return True
+            if isinstance(v, _CONTAINERS) and _has_secret(v):
+                return True
+        return False
+    if isinstance(value, list):
+        return any(isinstance(v, _CONTAINERS) and _has_secret(v) for v in value)
+    return False
 
 
 def _scrub(value: Any) -> Any:
