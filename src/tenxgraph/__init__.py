@@ -16,6 +16,7 @@ _LAZY: dict[str, str] = {
     "Agent": "tenxgraph.core.graph",
     "StateGraph": "tenxgraph.core.graph",
     "CompiledGraph": "tenxgraph.core.graph",
+    "ToolNode": "tenxgraph.core.graph",
     "AgentState": "tenxgraph.core.state",
     "Message": "tenxgraph.core.state",
     "START": "tenxgraph.utils.constants",
@@ -23,7 +24,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
+    from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
     from tenxgraph.core.state import AgentState, Message
     from tenxgraph.utils.constants import END, START
 
@@ -43,5 +44,6 @@ __all__ = [
     "CompiledGraph",
     "Message",
     "StateGraph",
+    "ToolNode",
     "__version__",
 ]

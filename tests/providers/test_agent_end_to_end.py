@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 import respx
 
-from tenxgraph.core.graph import Agent, StateGraph
-from tenxgraph.core.state import AgentState, Message
-from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
+from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+from tenxgraph.core.state import Message
+from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.prebuilt import tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
-from tenxgraph.utils.constants import END, START
+from tenxgraph.utils.constants import START
 from tests.providers.test_transcripts import (
     KEY_ENVS,
     SECRET,
@@ -33,32 +34,6 @@ from tests.providers.test_transcripts import (
     providers,
 )
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "description": "Current local time in an IANA time zone.",
-            "parameters": {
-                "type": "object",
-                "properties": {"tz": {"type": "string"}},
-                "required": ["tz"],
-            },
-        },
-    },
-]
 OUTPUTS = {
     "get_weather": {"temperature_c": 18, "sky": "partly cloudy"},
     "get_time": {"local_time": "14:05"},
@@ -68,38 +43,32 @@ NEEDED = ("parallel_tools", "plain", "stream_tools", "stream_text")
 
 
 class WeatherTools:
-    """A stand-in tool node: the real ToolNode is a later issue. It offers the two schemas and
-    answers every tool call of the last assistant message with one tool message."""
+    """The two tools, recording the calls they get, in a real `ToolNode`."""
 
     def __init__(self) -> None:
-        self.seen: list[ToolCallBlock] = []
+        self.seen: list[tuple[str, str]] = []
 
-    def all_tools(self) -> list[dict[str, Any]]:
-        return TOOLS
+        async def get_weather(city: str, tool_call_id: str) -> dict[str, Any]:
+            """Current weather for a city."""
+            self.seen.append((tool_call_id, city))
+            return OUTPUTS["get_weather"]
 
-    async def __call__(self, state: AgentState) -> list[Message]:
-        last = next(m for m in reversed(state.context) if m.role == "assistant")
-        results = []
-        for call in last.tool_call_blocks():
-            self.seen.append(call)
-            block = ToolResultBlock(call_id=call.id, output=OUTPUTS[call.name], status="completed")
-            results.append(Message.tool_message([block]))
-        return results
+        def get_time(tz: str, tool_call_id: str) -> dict[str, Any]:
+            """Current local time in an IANA time zone."""
+            self.seen.append((tool_call_id, tz))
+            return OUTPUTS["get_time"]
 
-
-def after_agent(state: AgentState) -> str:
-    last = state.context[-1]
-    return "tools" if last.role == "assistant" and last.has_tool_calls() else END
+        self.node = ToolNode([get_weather, get_time])
 
 
 def build_app(provider: Provider, tools: WeatherTools) -> Any:
     settings = provider.call_settings()  # api_key for hosted providers, api_base for local
-    agent = Agent(provider.model, tool_node=tools, retry_config=False, **settings)
+    agent = Agent(provider.model, tool_node="tools", retry_config=False, **settings)
     graph = StateGraph()
     graph.add_node("agent", agent)
-    graph.add_node("tools", tools)
+    graph.add_node("tools", tools.node)
     graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", after_agent)
+    graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
     return graph.compile(checkpointer=InMemoryCheckpointer())
 
@@ -249,9 +218,13 @@ async def test_tool_loop_invoke_and_stream(provider: Provider) -> None:
         stored = await app.aget_state(config)
         assert stored is not None
         check_conversation(stored.context, calls_case, text_case)
-        assert [c.id for c in tools.seen] == [c.id for c in stored.context[1].tool_call_blocks()]
+        asked = stored.context[1].tool_call_blocks()
+        assert sorted(tools.seen) == sorted((c.id, next(iter(c.args.values()))) for c in asked)
         first, second = body(route.calls[0].request), body(route.calls[1].request)
-        assert first.get("tools"), "the tool node's schemas should reach the model"
+        offered = json.dumps(first.get("tools"))  # each provider's own tool format
+        assert "get_weather" in offered, "the tool node's schemas should reach the model"
+        assert "get_time" in offered
+        assert "tool_call_id" not in offered, "injected parameters are not offered"
         check_second_request(provider, second, calls_case)
         assert_no_secret([m.model_dump(mode="json") for m in stored.context])
         if provider.key_env is not None:

@@ -16,10 +16,11 @@ from tenxgraph.core.state import *  # noqa: F403
 from tenxgraph.core.state import __all__ as _state_all
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph import Agent, CompiledGraph, RetryConfig, StateGraph
+    from tenxgraph.core.graph import Agent, CompiledGraph, RetryConfig, StateGraph, ToolNode
 
 _LAZY = {
-    name: "tenxgraph.core.graph" for name in ("Agent", "CompiledGraph", "RetryConfig", "StateGraph")
+    name: "tenxgraph.core.graph"
+    for name in ("Agent", "CompiledGraph", "RetryConfig", "StateGraph", "ToolNode")
 }
 
 
@@ -36,5 +37,6 @@ __all__ = [
     "RetryConfig",
     "StateGraph",
     "StorageError",
+    "ToolNode",
     *_state_all,
 ]

@@ -1,4 +1,4 @@
-"""Public helpers: constants, enums and `Command`."""
+"""Public helpers: constants, enums, `Command` and the `@tool` decorator."""
 
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import (
@@ -12,6 +12,7 @@ from tenxgraph.utils.constants import (
     ExecutionState,
     ResponseGranularity,
 )
+from tenxgraph.utils.decorators import tool
 from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, interrupt, pending_interrupt
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "ResponseGranularity",
     "interrupt",
     "pending_interrupt",
+    "tool",
 ]

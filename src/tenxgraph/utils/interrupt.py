@@ -39,9 +39,10 @@ class GraphInterrupt(BaseException):
 
 
 class InterruptScope:
-    """Where `interrupt()` is being called: a node (or a tool call) and its answers so far."""
+    """Where `interrupt()` is being called: a node (or a tool call) and its answers so far;
+    also the run's tool ledger, for a `ToolNode` running in it."""
 
-    __slots__ = ("answers", "index", "kind", "name", "node", "tool_call_id")
+    __slots__ = ("answers", "index", "kind", "ledger", "name", "node", "tool_call_id")
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class InterruptScope:
         node: str,
         answers: list[Any],
         tool_call_id: str | None = None,
+        ledger: Any = None,
     ) -> None:
         self.kind = kind
         self.name = name
@@ -57,6 +59,7 @@ class InterruptScope:
         self.answers = answers
         self.index = 0
         self.tool_call_id = tool_call_id
+        self.ledger = ledger
 
 
 current_scope: ContextVar[InterruptScope | None] = ContextVar(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tenxgraph.core.llm import to_wire
+from tenxgraph.core.llm.wire_out import UNANSWERED_CALL
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
@@ -110,7 +111,7 @@ def test_assistant_tool_calls_keep_the_argument_string_the_model_sent() -> None:
             openai_call("call_2", "weather", broken),
         ],
     )
-    assert to_wire([message]) == [
+    assert to_wire([message])[:1] == [  # then a stand-in result: see the pairing tests
         {
             "role": "assistant",
             "content": "Checking.",
@@ -124,7 +125,7 @@ def test_assistant_tool_calls_keep_the_argument_string_the_model_sent() -> None:
 
 def test_assistant_tool_calls_without_raw_arguments_are_serialised_from_args() -> None:
     message = assistant(ToolCallBlock(id="c1", name="add", args={"a": 1, "b": [2, 3]}))
-    (wire,) = to_wire([message])
+    wire = to_wire([message])[0]
     assert wire["content"] is None
     (call,) = wire["tool_calls"]
     assert call["id"] == "c1"
@@ -138,7 +139,7 @@ def test_openai_format_tools_calls_alone_are_sent_with_string_arguments() -> Non
         content=[],
         tools_calls=[{"id": "c9", "function": {"name": "f", "arguments": {"x": 1}}}],
     )
-    (wire,) = to_wire([message])
+    wire = to_wire([message])[0]
     assert wire["tool_calls"] == [openai_call("c9", "f", '{"x": 1}')]
 
 
@@ -148,7 +149,9 @@ def test_an_empty_assistant_turn_has_empty_string_content() -> None:
 
 def test_each_tool_result_becomes_its_own_tool_message_paired_by_id() -> None:
     call_message = assistant(
-        ToolCallBlock(id="a", name="one", args={}), ToolCallBlock(id="b", name="two", args={})
+        ToolCallBlock(id="a", name="one", args={}),
+        ToolCallBlock(id="b", name="two", args={}),
+        ToolCallBlock(id="c", name="three", args={}),
     )
     results = Message.tool_message(
         [
@@ -158,7 +161,7 @@ def test_each_tool_result_becomes_its_own_tool_message_paired_by_id() -> None:
         ]
     )
     wire = to_wire([call_message, results])
-    assert [w["id"] for w in wire[0]["tool_calls"]] == ["a", "b"]
+    assert [w["id"] for w in wire[0]["tool_calls"]] == ["a", "b", "c"]
     assert wire[1:] == [
         {"role": "tool", "tool_call_id": "a", "content": '{"temp": 21, "unit": "°C"}'},
         {"role": "tool", "tool_call_id": "b", "content": "plain text"},
@@ -167,8 +170,61 @@ def test_each_tool_result_becomes_its_own_tool_message_paired_by_id() -> None:
 
 
 def test_a_tool_message_without_result_blocks_answers_the_call_in_its_metadata() -> None:
+    call = assistant(ToolCallBlock(id="call_7", name="f", args={}))
     message = Message.tool_message("42", meta={"tool_call_id": "call_7"})
-    assert to_wire([message]) == [{"role": "tool", "tool_call_id": "call_7", "content": "42"}]
+    assert to_wire([call, message])[1:] == [
+        {"role": "tool", "tool_call_id": "call_7", "content": "42"}
+    ]
+
+
+def test_a_call_left_without_result_gets_a_stand_in_error_before_the_next_turn() -> None:
+    """A crash between the model's call and the tool's result leaves a dangling call; the
+    provider would reject the history, so the call is answered with an error it can read."""
+    history = [
+        Message.text_message("refund order 7"),
+        assistant(
+            ToolCallBlock(id="a", name="refund", args={}), ToolCallBlock(id="b", name="x", args={})
+        ),
+        Message.tool_message([ToolResultBlock(call_id="b", output="ok")]),
+        Message.text_message("hello again?"),
+    ]
+    wire = to_wire(history)
+    assert [(w["role"], w.get("tool_call_id")) for w in wire] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "b"),
+        ("tool", "a"),
+        ("user", None),
+    ]
+    assert wire[3]["content"] == UNANSWERED_CALL
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user"]  # untouched
+
+
+def test_a_call_at_the_end_of_the_history_is_answered_too() -> None:
+    wire = to_wire(
+        [Message.text_message("go"), assistant(ToolCallBlock(id="z", name="f", args={}))]
+    )
+    assert wire[-1] == {"role": "tool", "tool_call_id": "z", "content": UNANSWERED_CALL}
+
+
+def test_a_tool_result_that_answers_no_call_is_not_sent() -> None:
+    orphan = Message.tool_message([ToolResultBlock(call_id="ghost", output="?")])
+    late = Message.tool_message([ToolResultBlock(call_id="a", output="late")])
+    history = [
+        Message.text_message("hi"),
+        orphan,
+        assistant(ToolCallBlock(id="a", name="f", args={})),
+        Message.text_message("next"),
+        late,  # answers a call of an earlier turn: out of place
+    ]
+    wire = to_wire(history)
+    assert [(w["role"], w.get("tool_call_id")) for w in wire] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "a"),
+        ("user", None),
+    ]
+    assert wire[2]["content"] == UNANSWERED_CALL
 
 
 # -- thinking, deltas, remote calls -----------------------------------------------------------

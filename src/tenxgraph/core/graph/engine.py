@@ -24,6 +24,7 @@ from tenxgraph.core.exceptions import (
     NodeError,
 )
 from tenxgraph.core.graph.guard import Guard, Stopped, node_error, timeout_error
+from tenxgraph.core.graph.ledger import ToolLedger
 from tenxgraph.core.graph.merge import (
     RUNTIME_FIELDS,
     assign,
@@ -39,7 +40,15 @@ from tenxgraph.core.graph.merge import (
     view_changes,
     view_of,
 )
-from tenxgraph.core.graph.node import ASYNC, ASYNC_GEN, NodeOutput, NodeSpec, normalize
+from tenxgraph.core.graph.node import (
+    ASYNC,
+    ASYNC_GEN,
+    FieldUpdates,
+    NodeEvent,
+    NodeOutput,
+    NodeSpec,
+    normalize,
+)
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
@@ -135,6 +144,7 @@ class Run:
         self.next_names: list[str] | None = None
         self.skip_breakpoint = False
         self.current: Sequence[NodeSpec] = ()
+        self.streamed: set[str | int] = set()  # ids of messages a NodeEvent already sent
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -169,6 +179,14 @@ class Run:
         fields["message"] = message
         fields["timestamp"] = time.time()
         return assemble(StreamChunk, fields, set(_MESSAGE_CHUNK_SET))
+
+    def _event_chunk(self, event: NodeEvent) -> StreamChunk:
+        """A node's progress report as a chunk; a message it carries is not sent again when
+        the step ends."""
+        if event.message is None:
+            return self._chunk(event.event, data=event.data)
+        self.streamed.add(event.message.message_id)
+        return self._chunk(event.event, data=event.data, message=copy_message(event.message))
 
     def _update(self, status: str, **data: Any) -> StreamChunk:
         return self._chunk(StreamEvent.UPDATES, data={"status": status, **data})
@@ -409,6 +427,9 @@ class Run:
                                 if isinstance(item, Message) and item.delta:
                                     if stream_deltas:
                                         yield self._message_chunk(item)
+                                elif isinstance(item, NodeEvent):
+                                    if want:
+                                        yield self._event_chunk(item)
                                 else:
                                     self._collect(spec, item, output)
                             guard.check(spec, timeout, cancelled=False)
@@ -452,9 +473,11 @@ class Run:
                 meta.step += 1
                 meta.current_node = frontier[-1].name
                 answers = meta.internal_data.get("answers")
-                if answers:
+                if answers:  # this step's interrupts are answered and done with
                     for spec in frontier:
                         answers.pop(f"node:{spec.name}", None)
+                    for key in [k for k in answers if k.startswith("tool:")]:
+                        del answers[key]
                 ran = frontier
                 frontier = await self._route(
                     state, list(zip((s.name for s in ran), outputs, strict=True))
@@ -481,8 +504,10 @@ class Run:
             new_messages = state.context if added is None else added
             self.produced.extend(new_messages)
             if StreamEvent.MESSAGE in want:
+                streamed = self.streamed
                 for message in new_messages:
-                    yield self._chunk(StreamEvent.MESSAGE, message=copy_message(message))
+                    if not streamed or message.message_id not in streamed:  # not sent already
+                        yield self._chunk(StreamEvent.MESSAGE, message=copy_message(message))
             if StreamEvent.UPDATES in want:
                 for spec in ran:
                     yield self._update("node_invoked", node=spec.name, step=steps)
@@ -605,6 +630,9 @@ class Run:
                     if isinstance(item, Message) and item.delta:
                         if stream_deltas:
                             queue.put_nowait(self._message_chunk(item))
+                    elif isinstance(item, NodeEvent):
+                        if self.want:
+                            queue.put_nowait(self._event_chunk(item))
                     else:
                         self._collect(spec, item, output)
                 return output
@@ -618,7 +646,16 @@ class Run:
     def _collect(self, spec: NodeSpec, item: Any, output: NodeOutput) -> None:
         part = normalize(item, spec.name, self.app._fields)
         output.messages.extend(part.messages)
-        output.fields.update(part.fields)
+        if part.fields:
+            fields, reducers = output.fields, self.app._reducers
+            for key, value in part.fields.items():
+                if key in fields and key in reducers:  # a second update: merge both, in order
+                    previous = fields[key]
+                    if not isinstance(previous, FieldUpdates):
+                        previous = fields[key] = FieldUpdates([previous])
+                    previous.append(value)
+                else:
+                    fields[key] = value
         if part.goto is not None:
             output.goto = part.goto
         if part.state is not None:
@@ -747,7 +784,13 @@ class Run:
         """What `interrupt()` inside this node sees: the answers given to it so far."""
         answers = state.execution_meta.internal_data.get("answers")
         given = list(answers.get(f"node:{spec.name}", ())) if answers else []
-        return InterruptScope("node", spec.name, spec.name, given)
+        return InterruptScope("node", spec.name, spec.name, given, ledger=self.ledger)
+
+    @functools.cached_property
+    def ledger(self) -> ToolLedger:
+        """Where this run's tool calls record their results (built when a node asks)."""
+        app = self.app
+        return ToolLedger(app.checkpointer, self.settings.thread_id, app._tool_memory)
 
     async def _pause(
         self,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.exceptions import NodeError
-from tenxgraph.core.graph.node import NodeOutput
+from tenxgraph.core.graph.node import FieldUpdates, NodeOutput
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import assemble
 from tenxgraph.core.state.message import copy_plain_text
@@ -134,7 +134,11 @@ def merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], 
         else:
             # looked up afresh: pydantic's validate_assignment replaces __dict__
             fields = state.__dict__
-            fields[key] = reducer(fields[key], value)
+            if isinstance(value, FieldUpdates):
+                for one in value:
+                    fields[key] = reducer(fields[key], one)
+            else:
+                fields[key] = reducer(fields[key], value)
 
 
 def apply_update(app: CompiledGraph, state: AgentState, update: NodeOutput, who: str) -> None:

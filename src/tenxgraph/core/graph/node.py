@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tenxgraph.core.exceptions import GraphError, NodeError
-from tenxgraph.core.state import AgentState, Message, ToolResult
+from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
 from tenxgraph.utils.command import Command
 
 NodeFunc = Callable[..., Any]
@@ -30,6 +30,21 @@ class NodeOutput:
     fields: dict[str, Any] = field(default_factory=dict)
     goto: list[str] | None = None
     state: AgentState | None = None  # the node returned a state object: diff it
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """Progress a node reports while it runs (a `ToolNode`: a tool call started or ended).
+    It goes out on `astream` as a chunk of its own, at every granularity; `ainvoke` drops it."""
+
+    event: StreamEvent
+    data: dict[str, Any]
+    message: Message | None = None
+
+
+class FieldUpdates(list[Any]):
+    """Several updates of one reducer field from one node (say, parallel tool calls each
+    returning a `ToolResult`): merged through the reducer one by one, in order."""
 
 
 @dataclass(slots=True)
@@ -218,6 +233,8 @@ __all__ = [
     "ASYNC",
     "ASYNC_GEN",
     "SYNC",
+    "FieldUpdates",
+    "NodeEvent",
     "NodeOutput",
     "NodeSpec",
     "as_message",

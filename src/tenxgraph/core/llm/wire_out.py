@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from tenxgraph.core.llm.wire_in import REDACTED_THINKING, openai_tool_call
@@ -19,6 +20,8 @@ from tenxgraph.core.state.message_block import (
     ToolResultBlock,
 )
 
+logger = logging.getLogger(__name__)
+
 # providers that want their thinking blocks (with signature) sent back on the next turn
 _THINKING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
 
@@ -28,19 +31,68 @@ def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[s
     a tool message becomes one wire message per tool result."""
     replay_thinking = provider in _THINKING_PROVIDERS
     wire: list[dict[str, Any]] = []
+    tools = False  # any tool call or result: then check that they pair up
     for message in messages:
         if message.delta:
             continue
         role = message.role
+        blocks = message.content
+        if (
+            len(blocks) == 1
+            and type(blocks[0]) is TextBlock
+            and role != "tool"
+            and not (role == "assistant" and message.tools_calls)
+        ):  # the common case, a plain text turn: what the general path below gives
+            wire.append({"role": role, "content": blocks[0].text})
+            continue
         if role == "tool":
+            tools = True
             wire.extend(_tool_results(message))
         elif role == "assistant":
             if any(isinstance(b, RemoteToolCallBlock) for b in message.content):
                 continue
-            wire.append(_assistant(message, replay_thinking))
+            out = _assistant(message, replay_thinking)
+            tools = tools or "tool_calls" in out
+            wire.append(out)
         else:
             wire.append({"role": role, "content": _content(message)})
-    return wire
+    return _paired(wire) if tools else wire
+
+
+# what the model is told about a call whose result never came (say, the process died while the
+# tool ran): providers reject a history with an unanswered call
+UNANSWERED_CALL = (
+    "Error: this tool call has no result; the run stopped before the tool finished. "
+    "Call the tool again if you still need it."
+)
+
+
+def _paired(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with every assistant tool call answered right after it (a stand-in error
+    result for a missing one) and no tool result that answers no call: the shape every
+    provider requires. The stored history is not changed."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []  # calls of the last assistant message not answered yet
+    for item in wire:
+        if item["role"] == "tool":
+            call_id = item.get("tool_call_id")
+            if call_id in pending:
+                pending.remove(call_id)
+                out.append(item)
+            else:
+                logger.warning(
+                    "dropped a tool result for call %r, which no call asked for", call_id
+                )
+            continue
+        out.extend(_unanswered(pending))
+        pending = [c["id"] for c in item.get("tool_calls") or ()]
+        out.append(item)
+    out.extend(_unanswered(pending))
+    return out
+
+
+def _unanswered(call_ids: list[str]) -> list[dict[str, Any]]:
+    return [{"role": "tool", "tool_call_id": c, "content": UNANSWERED_CALL} for c in call_ids]
 
 
 def _content(message: Message) -> str | list[dict[str, Any]]:
@@ -167,4 +219,4 @@ def _output_text(output: Any) -> str:
     return json.dumps(output, default=str, ensure_ascii=False)
 
 
-__all__ = ["to_wire"]
+__all__ = ["UNANSWERED_CALL", "to_wire"]

@@ -1,0 +1,365 @@
+"""`ToolSpec`: what the model is told about a tool, and how the model's arguments are checked.
+
+Built once per function from its signature, type hints and docstring (`@tool` metadata wins).
+The JSON schema comes from pydantic, then is cleaned into what every provider accepts: no
+titles, no `$defs` (inlined), an object with `required` and `additionalProperties: false`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import typing
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticInvalidForJsonSchema,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    TypeAdapter,
+    create_model,
+)
+from pydantic.fields import FieldInfo
+
+from tenxgraph.utils.decorators import TOOL_ATTRIBUTE, ToolInfo, check_tool_name
+
+INJECTED = frozenset({"state", "config", "tool_call_id"})  # filled by the runtime, not the model
+
+
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class ToolSpec:
+    """A tool as the runtime sees it. Specs are shared (cached): treat `schema` as read-only."""
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    is_async: bool
+    tags: frozenset[str]
+    injected: frozenset[str]  # the INJECTED parameters `func` takes; the caller passes them
+    schema: dict[str, Any] = field(repr=False)  # OpenAI format: {"type": "function", ...}
+    _model: type[BaseModel] = field(repr=False)
+    _params: tuple[str, ...] = field(repr=False)  # parameter names; model field i is f"p{i}"
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments to call `func` with: `args` (from the model) validated and
+        converted (models, enums), defaults filled, unknown names refused.
+
+        Raises pydantic.ValidationError; its message names each offending parameter, so the
+        caller can hand it back to the model.
+        """
+        values = self._model.model_validate(args)
+        return {param: getattr(values, f"p{i}") for i, param in enumerate(self._params)}
+
+
+_NO_SCHEMA = (PydanticSchemaGenerationError, PydanticInvalidForJsonSchema)
+Param = tuple[str, Any, Any]  # (name, annotation, default or ... when required)
+
+
+@dataclass(slots=True)
+class _Entry:
+    parts: dict[str, Any]  # every ToolSpec field but `func`: none refers to the function
+    spec: weakref.ref[ToolSpec] | None = None
+
+
+# Keyed weakly by the function; the values never refer to it, so an entry dies with its function.
+_CACHE: weakref.WeakKeyDictionary[Any, _Entry] = weakref.WeakKeyDictionary()
+
+
+def tool_spec(func: Callable[..., Any]) -> ToolSpec:
+    """The `ToolSpec` of `func`: a function, method, functools.partial or callable object.
+
+    The work (schema, validator) is done once per function object; while a spec is alive, the
+    same spec is returned. Objects that cannot be weak-referenced or hashed are not cached.
+    """
+    try:
+        entry = _CACHE.get(func)
+    except TypeError:
+        return ToolSpec(func=func, **_build(func))
+    if entry is None:
+        entry = _CACHE[func] = _Entry(_build(func))
+    spec = entry.spec() if entry.spec is not None else None
+    if spec is None or spec.func is not func:  # `is`: an equal but distinct key shares parts
+        spec = ToolSpec(func=func, **entry.parts)
+        entry.spec = weakref.ref(spec)
+    return spec
+
+
+def _unpartial(func: Any) -> tuple[Any, set[str]]:
+    """What `func` wraps if it is a partial, and the keywords the partial sets."""
+    bound: set[str] = set()
+    while isinstance(func, functools.partial):
+        bound.update(func.keywords)
+        func = func.func
+    return func, bound
+
+
+def _routine(func: Any) -> Any:
+    """The function whose hints, docstring and async-ness describe calling `func`."""
+    target = _unpartial(func)[0]
+    return target if inspect.isroutine(target) else type(target).__call__
+
+
+def _info(func: Any) -> ToolInfo:
+    """The `@tool` metadata on `func`, on what a partial wraps, or on `__call__`."""
+    for candidate in (func, _unpartial(func)[0], _routine(func)):
+        info = getattr(candidate, TOOL_ATTRIBUTE, None)
+        if isinstance(info, ToolInfo):
+            return info
+    return ToolInfo()
+
+
+def _build(func: Any) -> dict[str, Any]:
+    if inspect.isclass(func) or not callable(func):
+        raise TypeError(f"a tool is a function or a callable object (an instance), got {func!r}")
+    info, (target, bound) = _info(func), _unpartial(func)
+    default_name = getattr(target, "__name__", None)
+    if not isinstance(default_name, str):  # a callable object: its class name
+        default_name = type(target).__name__.lower()
+    name = check_tool_name(info.name or default_name, f"tool {func!r}")
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"tool {name!r}: cannot read the signature of {func!r} ({exc})") from None
+    routine = _routine(func)
+    try:
+        hints = typing.get_type_hints(routine, include_extras=True)
+    except Exception as exc:  # unresolved forward references, malformed annotations
+        raise TypeError(f"tool {name!r}: cannot resolve its type hints ({exc})") from exc
+    params: list[Param] = []
+    injected: set[str] = set()
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            shown = {"VAR_POSITIONAL": "*", "VAR_KEYWORD": "**"}.get(
+                p.kind.name, "positional-only "
+            )
+            raise TypeError(
+                f"tool {name!r}: {shown}{p.name} is not supported; a tool takes named parameters "
+                "(called by keyword), which its schema lists for the model"
+            )
+        if p.name in INJECTED and p.name not in bound:
+            injected.add(p.name)
+        elif p.name not in bound:  # a partial's keywords are set already: hidden from the model
+            default = ... if p.default is p.empty else p.default
+            params.append((p.name, hints.get(p.name, Any), default))
+    model, raw, params = _model(name, params)
+    summary, arg_docs = _read_docs(target)
+    description = info.description if info.description is not None else summary
+    parameters = _clean_schema(raw, arg_docs)
+    schema = {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+    unwrapped = inspect.unwrap(routine)
+    return {
+        "name": name,
+        "description": description,
+        "is_async": inspect.iscoroutinefunction(routine) or inspect.iscoroutinefunction(unwrapped),
+        "tags": info.tags,
+        "injected": frozenset(injected),
+        "schema": schema,
+        "_model": model,
+        "_params": tuple(p[0] for p in params),
+    }
+
+
+def _model(name: str, params: list[Param]) -> tuple[type[BaseModel], dict[str, Any], list[Param]]:
+    """The arguments model, its JSON schema, and the parameters it covers.
+
+    Fields are named p0, p1... and aliased to the parameter names, so any name works (`schema`,
+    `model_config`, `_private` would clash with pydantic's). An optional parameter whose type has
+    no JSON schema (a client, a callable: pydantic says so with _NO_SCHEMA) is left out: the model
+    cannot send it, the function keeps its default. A required one is an error.
+    """
+    try:
+        return (*_create(name, params), params)
+    except PydanticUserError as exc:
+        error = exc
+    kept = []
+    for param in params:
+        pname, annotation, default = param
+        try:
+            TypeAdapter(annotation).json_schema()
+        except PydanticUserError as exc:
+            required = default is ... or (isinstance(default, FieldInfo) and default.is_required())
+            if required or not isinstance(exc, _NO_SCHEMA):
+                raise TypeError(
+                    f"tool {name!r}: parameter {pname!r} has type {annotation!r}, which cannot "
+                    f"be turned into a JSON schema for the model ({exc}); use a JSON-compatible "
+                    "type (an optional parameter of a type with no schema is hidden instead)"
+                ) from exc
+            continue
+        kept.append(param)
+    if len(kept) == len(params):
+        raise TypeError(f"tool {name!r}: cannot build its arguments schema ({error})") from error
+    return (*_create(name, kept), kept)
+
+
+def _create(name: str, params: list[Param]) -> tuple[type[BaseModel], dict[str, Any]]:
+    fields: dict[str, Any] = {  # the alias in Annotated: a Field() default keeps its own say
+        f"p{i}": (Annotated[annotation, Field(alias=pname)], default)
+        for i, (pname, annotation, default) in enumerate(params)
+    }
+    model = create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    return model, model.model_json_schema()
+
+
+# Keywords whose value is a schema / a mapping of name -> schema / a list of schemas: the only
+# places a cleaner may look inside (a property may be called "title"; a default may hold one).
+_ONE = {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
+_MAP = {"properties", "patternProperties", "dependentSchemas"}
+_LIST = {"anyOf", "oneOf", "allOf", "prefixItems"}
+_DEFS = "#/$defs/"
+
+
+def _clean_schema(raw: dict[str, Any], arg_docs: dict[str, str]) -> dict[str, Any]:
+    """Pydantic's schema for the arguments, as providers take it (see the module docstring)."""
+    defs: dict[str, Any] = raw.get("$defs", {})
+    kept: set[str] = set()  # recursive definitions: they stay in $defs
+    properties = {}
+    for pname, prop in raw.get("properties", {}).items():
+        if pname in arg_docs and "description" not in prop:  # explicit Field(description) wins
+            prop = {**prop, "description": arg_docs[pname]}  # before inlining: beats a class doc
+        properties[pname] = _clean(prop, defs, (), kept)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": list(raw.get("required", [])),
+        "additionalProperties": False,
+    }
+    done: dict[str, Any] = {}
+    while pending := sorted(kept - done.keys()):
+        done[pending[0]] = _clean(defs[pending[0]], defs, (pending[0],), kept)
+    if done:
+        schema["$defs"] = dict(sorted(done.items()))
+    return schema
+
+
+def _clean(node: Any, defs: dict[str, Any], stack: tuple[str, ...], kept: set[str]) -> Any:
+    """`node` without titles, with references to `defs` inlined except recursive ones."""
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEFS) and ref[len(_DEFS) :] in defs:
+        key = ref[len(_DEFS) :]
+        if key in stack:
+            kept.add(key)
+        else:  # the node's other keys (description, default) override the definition's
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {
+                **_clean(defs[key], defs, (*stack, key), kept),
+                **_clean(rest, defs, stack, kept),
+            }
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("title", "discriminator"):  # discriminator: OpenAPI, its mapping names $defs
+            continue
+        if key in _ONE:
+            out[key] = _clean(value, defs, stack, kept)
+        elif key in _MAP and isinstance(value, dict):
+            out[key] = {k: _clean(v, defs, stack, kept) for k, v in value.items()}
+        elif key in _LIST and isinstance(value, list):
+            out[key] = [_clean(v, defs, stack, kept) for v in value]
+        else:
+            out[key] = value
+    only = out.get("allOf")
+    if isinstance(only, list) and len(only) == 1 and isinstance(only[0], dict):
+        del out["allOf"]  # older pydantic's way to give a $ref siblings
+        out = {**only[0], **out}
+    return out
+
+
+# Docstrings: a summary, then sections. Google ("Args:"), Sphinx (":param x:"), NumPy (a header
+# underlined with dashes) give the per-argument text.
+_GOOGLE = r"args|arguments|parameters|params|keyword args|keyword arguments|other parameters"
+_GOOGLE_ARGS = re.compile(rf"(?i)({_GOOGLE})\s*:")
+_GOOGLE_ANY = re.compile(
+    rf"(?i)({_GOOGLE}|returns?|yields?|raises|examples?|notes?|attributes|see also|warnings?"
+    r"|references|todo)\s*:"
+)
+_GOOGLE_ENTRY = re.compile(r"\*{0,2}(?P<names>\w+)\s*(?:\([^)]*\))?\s*:(?P<text>.*)")
+_SPHINX_FIELD = re.compile(r":\w+(?:\s+[^:]+)?:")
+_SPHINX_PARAM = re.compile(  # ":param name:" or ":param type name:"
+    r":(?:param|parameter|arg|argument|key|keyword)\s+"
+    r"(?:[^:]*\s)?\*{0,2}(?P<names>\w+)\s*:(?P<text>.*)"
+)
+_NUMPY_ENTRY = re.compile(r"(?P<names>\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?")
+_DASHES = re.compile(r"\s*-{3,}\s*")
+
+
+def _read_docs(target: Any) -> tuple[str, dict[str, str]]:
+    """(summary, {parameter: text}) from the docstrings of `target`, most specific first (for a
+    callable object: `__call__`, then the class)."""
+    if inspect.isroutine(target):
+        docs = [inspect.getdoc(target)]
+    else:
+        docs = [inspect.getdoc(type(target).__call__), inspect.getdoc(type(target))]
+    summary, found = "", dict[str, str]()
+    for doc in docs:
+        lines = (doc or "").splitlines()
+        end = next((i for i in range(len(lines)) if _is_section(lines, i)), len(lines))
+        summary = summary or " ".join(" ".join(lines[:end]).split())
+        found = {**_arg_docs(lines), **found}
+    return summary, found
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _underlined(lines: list[str], i: int) -> bool:
+    return bool(lines[i].strip()) and i + 1 < len(lines) and bool(_DASHES.fullmatch(lines[i + 1]))
+
+
+def _is_section(lines: list[str], i: int) -> bool:
+    text = lines[i].strip()
+    return bool(_GOOGLE_ANY.fullmatch(text) or _SPHINX_FIELD.match(text) or _underlined(lines, i))
+
+
+def _arg_docs(lines: list[str]) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if _GOOGLE_ARGS.fullmatch(text):
+            _entries(lines, i + 1, _indent(line) + 1, _GOOGLE_ENTRY, found)
+        elif _underlined(lines, i) and text.lower() in ("parameters", "other parameters"):
+            _entries(lines, i + 2, _indent(line), _NUMPY_ENTRY, found)
+        elif _SPHINX_PARAM.fullmatch(text):  # a field list: entries at this indent
+            _entries(lines, i, _indent(line), _SPHINX_PARAM, found)
+    return {name: " ".join(" ".join(parts).split()) for name, parts in found.items()}
+
+
+def _entries(
+    lines: list[str],
+    start: int,
+    min_indent: int,
+    entry: re.Pattern[str],
+    found: dict[str, list[str]],
+) -> None:
+    """Entries from `start` until a line less indented than `min_indent` (or a NumPy header):
+    entry lines, each continued by deeper lines. A name documented twice keeps its first text."""
+    entry_indent: int | None = None
+    parts: list[str] = []
+    for i in range(start, len(lines)):
+        text, indent = lines[i].strip(), _indent(lines[i])
+        if not text:
+            continue
+        if indent < min_indent or _underlined(lines, i):
+            return
+        entry_indent = indent if entry_indent is None else entry_indent
+        if indent > entry_indent:
+            parts.append(text)
+            continue
+        match = entry.fullmatch(text)
+        parts = [match.groupdict().get("text") or ""] if match else []
+        for name in match["names"].split(",") if match else ():
+            found.setdefault(name.strip().lstrip("*"), parts)
+
+
+__all__ = ["INJECTED", "ToolSpec", "tool_spec"]

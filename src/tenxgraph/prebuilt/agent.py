@@ -1,0 +1,75 @@
+"""`ReactAgent`: the model -> tools -> model loop, from `Agent`, `ToolNode` and one conditional
+edge. It is what you would write by hand; `tools_condition` is public for that."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
+from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.utils.constants import END, START
+
+
+def tools_condition(state: AgentState) -> str:
+    """Route after the model: to ``"tools"`` when its last answer asks for tools, else END.
+
+    ``graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})``
+    """
+    for message in reversed(state.context):
+        if message.role == "assistant":
+            return "tools" if message.has_tool_calls() else END
+        if message.role != "system":
+            return END
+    return END
+
+
+class ReactAgent:
+    """An agent that answers with the help of `tools`: the model is called, the tools it asks
+    for run (in parallel, replay-safe), their results go back to the model, until it answers
+    without a tool call.
+
+    ``app = ReactAgent("openai/gpt-4o-mini", [lookup, refund]).compile(checkpointer=...)``
+
+    `model` is any name an `Agent` takes (``"test"`` for the offline model) or a model
+    client; `agent_options` go to the `Agent` (temperature, output_schema, fallback_models,
+    ...). The nodes are named ``"agent"`` and ``"tools"``."""
+
+    def __init__(
+        self,
+        model: Any,
+        tools: Iterable[Callable[..., Any]] | ToolNode,
+        system_prompt: str | list[Any] | None = None,
+        *,
+        state: AgentState | type[AgentState] | None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        **agent_options: Any,
+    ) -> None:
+        self.tool_node = tools if isinstance(tools, ToolNode) else ToolNode(tools)
+        self.agent = Agent(
+            model, system_prompt=system_prompt, tool_node=self.tool_node, **agent_options
+        )
+        self.graph = StateGraph(state, context_manager=context_manager)
+        self.graph.add_node("agent", self.agent)
+        self.graph.add_node("tools", self.tool_node)
+        self.graph.add_edge(START, "agent")
+        routes: Mapping[str, str] = {"tools": "tools", END: END}
+        self.graph.add_conditional_edges("agent", tools_condition, routes)
+        self.graph.add_edge("tools", "agent")
+
+    def compile(
+        self,
+        checkpointer: BaseCheckpointer | None = None,
+        interrupt_before: Iterable[str] | None = None,
+        interrupt_after: Iterable[str] | None = None,
+    ) -> CompiledGraph:
+        return self.graph.compile(
+            checkpointer=checkpointer,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+        )
+
+
+__all__ = ["ReactAgent", "tools_condition"]
