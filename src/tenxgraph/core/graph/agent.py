@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.exceptions import GraphError, ModelContextWindowError
 from tenxgraph.core.llm import calling
 from tenxgraph.core.llm.calling import Route
 from tenxgraph.core.llm.litellm_client import LiteLLMClient
@@ -20,6 +20,8 @@ from tenxgraph.core.llm.models import resolve
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.core.state.summary import RECORD
 
 logger = logging.getLogger(__name__)
 
@@ -92,18 +94,30 @@ class Agent:
             resolve(m, client) for m in (model, *self.fallback_models)
         )
         self._tools: ToolSource | None = None if isinstance(tool_node, str) else tool_node
+        self._manager: BaseContextManager[AgentState] | None = None  # the graph's, at compile
+        self._warned_run: Any = None
 
     def __repr__(self) -> str:
         return f"Agent(model={self._routes[0].model!r})"
 
     # -- graph wiring ----------------------------------------------------------------------
 
-    def _bind_to_graph(self, name: str, nodes: Mapping[str, Any]) -> Agent:
+    def _bind_to_graph(
+        self,
+        name: str,
+        nodes: Mapping[str, Any],
+        context_manager: BaseContextManager[Any] | None = None,
+    ) -> Agent:
         """The copy of this Agent that a compiled graph runs: its `tool_node` name resolved to
-        that graph's node (GRAPH_005 unknown, GRAPH_006 not a tool node). The Agent the user
-        holds is not changed, so it may serve several graphs."""
-        if not isinstance(self.tool_node, str):
+        that graph's node (GRAPH_005 unknown, GRAPH_006 not a tool node) and the graph's
+        context manager at hand. The Agent the user holds is not changed, so it may serve
+        several graphs."""
+        if not isinstance(self.tool_node, str) and context_manager is None:
             return self
+        bound = copy.copy(self)
+        bound._manager = context_manager
+        if not isinstance(self.tool_node, str):
+            return bound
         target = nodes.get(self.tool_node)
         if target is None:
             raise GraphError(
@@ -119,26 +133,81 @@ class Agent:
                 "GRAPH_006",
                 {"node": name, "tool_node": self.tool_node},
             )
-        bound = copy.copy(self)
         bound._tools = target
         return bound
 
     # -- the node --------------------------------------------------------------------------
 
-    async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Message]:
-        request = await self.build_request(state)
+    async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
+        view = await self._view(state, config)
         if config.get("is_stream"):
             final: Message | None = None
-            async for message in calling.stream(self._routes, request, self.retry_config):
-                if message.delta:
-                    yield message
-                else:
-                    final = message
-            if final is None:
-                raise RuntimeError(f"{self!r}: the model stream ended without a final message")
-            yield self._finish(final)
+            retried = False
+            while final is None:
+                request = await self.build_request(view)
+                try:
+                    async for message in calling.stream(self._routes, request, self.retry_config):
+                        if message.delta:
+                            yield message
+                        else:
+                            final = message
+                except ModelContextWindowError as exc:
+                    if retried or final is not None:
+                        raise
+                    view, retried = await self._overflow(view, exc), True
+                    continue  # a context-window refusal comes before any piece
+                if final is None:
+                    raise RuntimeError(f"{self!r}: the model stream ended without a final message")
         else:
-            yield self._finish(await calling.complete(self._routes, request, self.retry_config))
+            try:
+                final = await calling.complete(
+                    self._routes, await self.build_request(view), self.retry_config
+                )
+            except ModelContextWindowError as exc:
+                view = await self._overflow(view, exc)
+                final = await self._after_overflow(view)
+        if view.context_summary != state.context_summary:  # the manager made a new summary
+            state.execution_meta.internal_data[RECORD] = view.execution_meta.internal_data[RECORD]
+            yield {"context_summary": view.context_summary}
+        yield self._finish(final)
+
+    async def _view(self, state: AgentState, config: dict[str, Any]) -> AgentState:
+        """The state whose context the model sees: trimmed by the graph's context manager
+        when `trim_context` is on."""
+        if not self.trim_context:
+            return state
+        if self._manager is None:
+            run = config.get("run_id")
+            if run is None or run != self._warned_run:
+                self._warned_run = run
+                logger.warning(
+                    "%r has trim_context=True but its graph has no context manager, so the "
+                    "context is not trimmed: register one with StateGraph(..., "
+                    "context_manager=MessageContextManager(max_messages=20)) or "
+                    "SummaryContextManager(model)",
+                    self,
+                )
+            return state
+        return await self._manager.atrim_context(state)
+
+    async def _overflow(self, view: AgentState, error: ModelContextWindowError) -> AgentState:
+        """The context to try once more after the model refused `view` as too long."""
+        if self._manager is None:
+            raise error
+        logger.warning("%r: the context is too long for the model; trimming and retrying", self)
+        return await self._manager.atrim_overflow(view)
+
+    async def _after_overflow(self, view: AgentState) -> Message:
+        try:
+            return await calling.complete(
+                self._routes, await self.build_request(view), self.retry_config
+            )
+        except ModelContextWindowError as exc:
+            exc.message += (
+                f" (also after trimming it with {self._manager!r}: lower its max_messages or "
+                "token_budget, or use a model with a larger context window)"
+            )
+            raise
 
     async def build_request(self, state: AgentState) -> ModelRequest:
         """The request this Agent would send for `state`: system prompts with their

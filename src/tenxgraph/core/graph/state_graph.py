@@ -141,7 +141,7 @@ class StateGraph:
                         {"edge": [source, target]},
                     )
         specs = {
-            name: compile_node(name, _bound(name, func, self.nodes), i)
+            name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
             for i, (name, func) in enumerate(self.nodes.items())
         }
         branches = []
@@ -200,8 +200,11 @@ class StateGraph:
 __all__ = ["StateGraph"]
 
 
-def _bound(name: str, func: Any, nodes: dict[str, Any]) -> Any:
+def _bound(
+    name: str, func: Any, nodes: dict[str, Any], context_manager: BaseContextManager[Any] | None
+) -> Any:
     """The node as this graph runs it: nodes that refer to other nodes by name (an Agent's
-    `tool_node`) resolve them here, in a copy, so one node object can serve several graphs."""
+    `tool_node`) or use the graph's context manager get them here, in a copy, so one node
+    object can serve several graphs."""
     bind = getattr(func, "_bind_to_graph", None)
-    return bind(name, nodes) if bind is not None else func
+    return bind(name, nodes, context_manager) if bind is not None else func

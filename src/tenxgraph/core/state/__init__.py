@@ -36,6 +36,7 @@ from tenxgraph.core.state.reducers import (
     replace_value,
 )
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
+from tenxgraph.core.state.summary import SummaryContextManager
 from tenxgraph.core.state.tool_result import ToolResult
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "StopRequestStatus",
     "StreamChunk",
     "StreamEvent",
+    "SummaryContextManager",
     "TextBlock",
     "TokenUsages",
     "ToolCallBlock",

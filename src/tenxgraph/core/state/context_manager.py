@@ -23,6 +23,16 @@ class BaseContextManager(ABC, Generic[S]):
     async def atrim_context(self, state: S) -> S:
         """Async form of `trim_context`."""
 
+    async def atrim_overflow(self, state: S) -> S:
+        """The context to retry with after the model refused it as too long: by default the
+        trimmed context without its older half of user turns (tool exchanges stay whole)."""
+        trimmed = await self.atrim_context(state)
+        turns = sum(m.role == "user" for m in trimmed.context)
+        if turns < 2:
+            return trimmed
+        kept = MessageContextManager(turns // 2).trim_messages(trimmed.context)
+        return trimmed.model_copy(update={"context": kept})
+
 
 class MessageContextManager(BaseContextManager[S]):
     """Keep system messages, the first message, and the last `max_messages` user turns (each

@@ -1,0 +1,75 @@
+"""Counting the tokens of messages for a model, and reading a model's context window.
+
+Counts come from litellm's `token_counter`: the model's own tokenizer where litellm knows it
+(OpenAI's tiktoken encodings, Anthropic's bundled tokenizer), tiktoken otherwise. They are
+cached per message, so a long history is counted once, not at every model call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from tenxgraph.core.llm.litellm_client import load_litellm
+from tenxgraph.core.state import Message, ToolCallBlock
+
+# tokens a chat format adds around each message (role, separators): OpenAI's rule of thumb
+MESSAGE_OVERHEAD = 4
+_FALLBACK_MODEL = "gpt-4o"  # for names litellm cannot route ("test", offline models)
+
+
+class TokenCounter:
+    """Tokens of messages as `model` counts them; each message is counted once (the cache
+    holds `max_cached` messages)."""
+
+    def __init__(self, model: str | None = None, max_cached: int = 100_000) -> None:
+        self.model = model if model and "/" in model else _FALLBACK_MODEL
+        self._cache: OrderedDict[tuple[str | int, int], int] = OrderedDict()
+        self._max_cached = max_cached
+
+    def text(self, text: str) -> int:
+        if not text:
+            return 0
+        try:
+            return int(load_litellm().token_counter(model=self.model, text=text))
+        except Exception:  # a model litellm cannot route: count as the fallback model does
+            self.model = _FALLBACK_MODEL
+            return int(load_litellm().token_counter(model=self.model, text=text))
+
+    def message(self, message: Message) -> int:
+        content = _countable(message)
+        key = (message.message_id, hash(content))
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self.text(content) + MESSAGE_OVERHEAD
+            if len(self._cache) > self._max_cached:
+                self._cache.popitem(last=False)
+        return found
+
+    def messages(self, messages: list[Message]) -> int:
+        return sum(self.message(m) for m in messages)
+
+
+def _countable(message: Message) -> str:
+    """What of a message reaches the model as tokens: its text, tool calls and reasoning."""
+    parts = [message.text()]
+    for block in message.content:
+        if isinstance(block, ToolCallBlock):
+            parts.append(f"{block.name}({json.dumps(block.args, ensure_ascii=False)})")
+    if message.reasoning:
+        parts.append(message.reasoning)
+    return "\n".join(p for p in parts if p)
+
+
+def context_window(model: str) -> int | None:
+    """The most input tokens `model` takes, from litellm's bundled model map; None when
+    litellm does not know the model."""
+    try:
+        info = load_litellm().get_model_info(model)
+    except Exception:
+        return None
+    value = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(value) if value else None
+
+
+__all__ = ["MESSAGE_OVERHEAD", "TokenCounter", "context_window"]
