@@ -1,7 +1,7 @@
 """Counting the tokens of messages for a model, and reading a model's context window.
 
-Counts come from litellm's `token_counter`: the model's own tokenizer where litellm knows it
-(OpenAI's tiktoken encodings, Anthropic's bundled tokenizer), tiktoken otherwise. They are
+Counts come from litellm's tokenizers (`litellm.encode`, what its `token_counter` uses): the
+model's own where litellm knows it, tiktoken otherwise. They are
 cached per message, so a long history is counted once, not at every model call.
 """
 
@@ -24,24 +24,25 @@ class TokenCounter:
 
     def __init__(self, model: str | None = None, max_cached: int = 100_000) -> None:
         self.model = model if model and "/" in model else _FALLBACK_MODEL
-        self._cache: OrderedDict[tuple[str | int, int], int] = OrderedDict()
+        self._cache: OrderedDict[str | int, int] = OrderedDict()
         self._max_cached = max_cached
 
     def text(self, text: str) -> int:
         if not text:
             return 0
-        try:
-            return int(load_litellm().token_counter(model=self.model, text=text))
+        try:  # encode: the tokenizer token_counter uses, with half its overhead
+            return len(load_litellm().encode(model=self.model, text=text))
         except Exception:  # a model litellm cannot route: count as the fallback model does
             self.model = _FALLBACK_MODEL
-            return int(load_litellm().token_counter(model=self.model, text=text))
+            return len(load_litellm().encode(model=self.model, text=text))
 
     def message(self, message: Message) -> int:
-        content = _countable(message)
-        key = (message.message_id, hash(content))
+        """Tokens of one message. Cached by `message_id`: a message in the history is not
+        edited, it is followed by new ones."""
+        key = message.message_id
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self.text(content) + MESSAGE_OVERHEAD
+            found = self._cache[key] = self.text(_countable(message)) + MESSAGE_OVERHEAD
             if len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
         return found

@@ -53,15 +53,14 @@ class MessageContextManager(BaseContextManager[S]):
 
     def trim_messages(self, messages: list[Message]) -> list[Message]:
         """The messages to keep, in their original order."""
-        user_turns = [i for i, m in enumerate(messages) if m.role == "user"]
-        if len(user_turns) > self.max_messages:
-            cut = user_turns[-self.max_messages]
+        cut = _start_of_last_turns(messages, self.max_messages)
+        if cut > 0:
             first = 1  # the first message, with its tool results when it asks for tools
             if messages[0].role == "assistant" and messages[0].has_tool_calls():
                 while first < cut and messages[first].role == "tool":
                     first += 1
-            head = [m for i, m in enumerate(messages[:cut]) if i < first or m.role == "system"]
-            messages = head + messages[cut:]
+            system = [m for m in messages[first:cut] if m.role == "system"]
+            messages = [*messages[:first], *system, *messages[cut:]]
         if self.remove_tool_msgs:
             messages = remove_tool_messages(messages)
         return messages
@@ -74,6 +73,18 @@ class MessageContextManager(BaseContextManager[S]):
 
     async def atrim_context(self, state: S) -> S:
         return self.trim_context(state)
+
+
+def _start_of_last_turns(messages: list[Message], turns: int) -> int:
+    """Where the last `turns` user turns start; 0 when there are no more than that (found
+    from the end, so the cost is that of the kept part)."""
+    seen = 0
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            seen += 1
+            if seen > turns:
+                return next(j for j in range(i + 1, len(messages)) if messages[j].role == "user")
+    return 0
 
 
 __all__ = ["BaseContextManager", "MessageContextManager"]
