@@ -31,15 +31,20 @@ from _common import emit, median
 
 TURNS = 5_000
 BUDGET = 8_000
-WORDS = "the parcel for order {i} arrived on time but one item was missing from the box".split()
+WORDS = "the parcel for order {i} arrived on time but one item was missing from the box"
 
 
 def texts() -> list[tuple[str, str]]:
     out = [("system", "You are a helpful support agent.")]
     for i in range(TURNS):
-        out.append(("user", " ".join(WORDS).format(i=i) + f" please check fact {i}"))
-        out.append(("assistant", f"I looked at order {i}: " + " ".join(WORDS[:12])))
+        out.append(("user", WORDS.format(i=i) + f" please check fact {i}"))
+        out.append(("assistant", f"I looked at order {i}: " + WORDS[:50]))
     return out
+
+
+def check(ok: object, what: str) -> None:
+    if not ok:
+        raise SystemExit(f"s8: {what}")
 
 
 def timed(work: Callable[[], Any], runs: int) -> float:
@@ -66,7 +71,8 @@ def tenxgraph(runs: int) -> dict[str, float]:
 
     def count_mode() -> None:
         view = by_count.trim_context(state)
-        assert view.context[0].role == "system" and view.context[-1] is history[-1]
+        check(view.context[0].role == "system", "count mode lost the system message")
+        check(view.context[-1] is history[-1], "count mode lost the last message")
 
     def manager() -> SummaryContextManager[AgentState]:
         return SummaryContextManager(
@@ -80,7 +86,8 @@ def tenxgraph(runs: int) -> dict[str, float]:
 
     def token_mode(m: SummaryContextManager[AgentState]) -> AgentState:
         view = asyncio.run(m.atrim_context(state))
-        assert view.context_summary and view.context[-1] is history[-1]
+        check(view.context_summary, "token mode made no summary")
+        check(view.context[-1] is history[-1], "token mode lost the last message")
         return view
 
     cold = []
@@ -101,7 +108,7 @@ def tenxgraph(runs: int) -> dict[str, float]:
 
     def next_call() -> None:
         seen = asyncio.run(warm_manager.atrim_context(after))
-        assert seen.context[-1] is after.context[-1]
+        check(seen.context[-1] is after.context[-1], "the next call lost the new message")
 
     return {
         "count_trim_ms": timed(count_mode, runs),
@@ -122,7 +129,8 @@ def langgraph(runs: int) -> dict[str, float]:
         kept = trim_messages(
             history, strategy="last", start_on="human", include_system=True, **limits
         )
-        assert isinstance(kept[0], SystemMessage) and kept[-1] is history[-1]
+        check(isinstance(kept[0], SystemMessage), "trim_messages lost the system message")
+        check(kept[-1] is history[-1], "trim_messages lost the last message")
 
     token_trim = timed(lambda: trim(max_tokens=BUDGET, token_counter=tokens), runs)
     return {
