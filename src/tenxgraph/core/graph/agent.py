@@ -21,12 +21,11 @@ from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.core.state.summary import RECORD
+from tenxgraph.core.state.summary import RECORD, SUMMARY_NOTE
 
 logger = logging.getLogger(__name__)
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_SUMMARY_NOTE = "Summary of the earlier conversation:\n"
 
 
 class ToolSource(Protocol):
@@ -152,7 +151,9 @@ class Agent:
                         else:
                             final = message
                 except ModelContextWindowError as exc:
-                    if retried or final is not None:
+                    if retried:
+                        raise self._still_too_long(exc) from None
+                    if final is not None:
                         raise
                     view, retried = await self._overflow(view, exc), True
                     continue  # a context-window refusal comes before any piece
@@ -166,8 +167,9 @@ class Agent:
             except ModelContextWindowError as exc:
                 view = await self._overflow(view, exc)
                 final = await self._after_overflow(view)
-        if view.context_summary != state.context_summary:  # the manager made a new summary
-            state.execution_meta.internal_data[RECORD] = view.execution_meta.internal_data[RECORD]
+        made = view.execution_meta.internal_data.get(RECORD)
+        if made is not state.execution_meta.internal_data.get(RECORD):  # a new summary
+            state.execution_meta.internal_data[RECORD] = made
             yield {"context_summary": view.context_summary}
         yield self._finish(final)
 
@@ -203,11 +205,14 @@ class Agent:
                 self._routes, await self.build_request(view), self.retry_config
             )
         except ModelContextWindowError as exc:
-            exc.message += (
-                f" (also after trimming it with {self._manager!r}: lower its max_messages or "
-                "token_budget, or use a model with a larger context window)"
-            )
-            raise
+            raise self._still_too_long(exc) from None
+
+    def _still_too_long(self, error: ModelContextWindowError) -> ModelContextWindowError:
+        error.message += (
+            f" (also after trimming it with {self._manager!r}: lower its max_messages or "
+            "token_budget, or use a model with a larger context window)"
+        )
+        return error
 
     async def build_request(self, state: AgentState) -> ModelRequest:
         """The request this Agent would send for `state`: system prompts with their
@@ -216,7 +221,7 @@ class Agent:
             Message.text_message(_fill(prompt, state), "system") for prompt in self.system_prompt
         ]
         if state.context_summary:
-            messages.append(Message.text_message(_SUMMARY_NOTE + state.context_summary, "system"))
+            messages.append(Message.text_message(SUMMARY_NOTE + state.context_summary, "system"))
         messages.extend(state.context)
         messages.extend(self.extra_messages)
         tools = await self._tool_schemas()

@@ -1,7 +1,7 @@
 """Counting the tokens of messages for a model, and reading a model's context window.
 
-Counts come from litellm's tokenizers (`litellm.encode`, what its `token_counter` uses): the
-model's own where litellm knows it, tiktoken otherwise. They are
+Counts use the model's own tokenizer where litellm knows it (as its `token_counter` does),
+tiktoken otherwise. They are
 cached per message, so a long history is counted once, not at every model call.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 
 from tenxgraph.core.llm.litellm_client import load_litellm
 from tenxgraph.core.state import Message, ToolCallBlock
@@ -24,31 +25,51 @@ class TokenCounter:
 
     def __init__(self, model: str | None = None, max_cached: int = 100_000) -> None:
         self.model = model if model and "/" in model else _FALLBACK_MODEL
-        self._cache: OrderedDict[str | int, int] = OrderedDict()
+        self._cache: OrderedDict[tuple[str | int, int], int] = OrderedDict()
         self._max_cached = max_cached
+        self._count: Callable[[str], int] | None = None
 
     def text(self, text: str) -> int:
         if not text:
             return 0
-        try:  # encode: the tokenizer token_counter uses, with half its overhead
-            return len(load_litellm().encode(model=self.model, text=text))
-        except Exception:  # a model litellm cannot route: count as the fallback model does
-            self.model = _FALLBACK_MODEL
-            return len(load_litellm().encode(model=self.model, text=text))
+        if self._count is None:
+            self._count = _counter_for(self.model)
+        return self._count(text)
 
     def message(self, message: Message) -> int:
-        """Tokens of one message. Cached by `message_id`: a message in the history is not
-        edited, it is followed by new ones."""
-        key = message.message_id
+        """Tokens of one message, cached by id and content: one manager serves many threads,
+        whose messages may reuse ids."""
+        content = _countable(message)
+        key = (message.message_id, hash(content))
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self.text(_countable(message)) + MESSAGE_OVERHEAD
+            found = self._cache[key] = self.text(content) + MESSAGE_OVERHEAD
             if len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
         return found
 
     def messages(self, messages: list[Message]) -> int:
         return sum(self.message(m) for m in messages)
+
+
+def _counter_for(model: str) -> Callable[[str], int]:
+    """A text -> tokens function for `model`. OpenAI models are encoded with their tiktoken
+    encoding directly (what litellm's `token_counter` picks for them, at a fraction of its
+    overhead); any other model goes through `token_counter`, which knows the bundled
+    tokenizers (Anthropic's) and falls back to tiktoken."""
+    litellm = load_litellm()
+    try:
+        litellm.token_counter(model=model, text="x")  # also points tiktoken at litellm's files
+    except Exception:  # a name litellm cannot route: count as the fallback model does
+        model = _FALLBACK_MODEL
+    try:
+        import tiktoken
+
+        encoding = tiktoken.encoding_for_model(model.rsplit("/", 1)[-1])
+    except Exception:
+        chosen = model
+        return lambda text: int(litellm.token_counter(model=chosen, text=text))
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
 def _countable(message: Message) -> str:

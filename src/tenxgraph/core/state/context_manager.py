@@ -51,6 +51,9 @@ class MessageContextManager(BaseContextManager[S]):
         self.max_messages = max_messages
         self.remove_tool_msgs = remove_tool_msgs
 
+    def __repr__(self) -> str:
+        return f"MessageContextManager(max_messages={self.max_messages})"
+
     def trim_messages(self, messages: list[Message]) -> list[Message]:
         """The messages to keep, in their original order."""
         cut = _start_of_last_turns(messages, self.max_messages)

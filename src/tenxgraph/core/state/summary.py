@@ -33,6 +33,7 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 RECORD = "context_summary"  # the key in execution_meta.internal_data
+SUMMARY_NOTE = "Summary of the earlier conversation:\n"  # how the Agent sends the summary
 
 DEFAULT_SUMMARY_PROMPT = (
     "You keep the running summary of a conversation between a user and an assistant. "
@@ -148,6 +149,15 @@ class SummaryContextManager(BaseContextManager[S]):
         """Tokens of `messages` for the budget (each message is counted once)."""
         return self._counter_for().messages(list(messages))
 
+    def _note_tokens(self, summary: str | None) -> int:
+        """Tokens of the system note that carries `summary` to the model (with "", the note
+        around a summary yet to come); 0 when there is no summary (None)."""
+        if summary is None:
+            return 0
+        from tenxgraph.core.llm.tokens import MESSAGE_OVERHEAD
+
+        return self._counter_for().text(SUMMARY_NOTE + summary) + MESSAGE_OVERHEAD
+
     def _counter_for(self) -> TokenCounter:
         if self._counter is None:
             from tenxgraph.core.llm.tokens import TokenCounter
@@ -163,13 +173,13 @@ class SummaryContextManager(BaseContextManager[S]):
         budget = self.budget
         over = force or sum(m.role != "system" for m in rest) > self.max_messages
         if not over and budget is not None:
-            summary_tokens = self._counter_for().text(state.context_summary or "")
-            over = self.count([*system, *rest]) + summary_tokens > budget
+            over = self.count([*system, *rest]) + self._note_tokens(state.context_summary) > budget
         if not over:
             return state if start == 0 else _view(state, [*system, *rest], None)
         cut = _safe_cut(rest, len(rest) - keep)
         if budget is not None:  # what stays verbatim must leave room for the summary
-            room = budget - self.max_summary_tokens - self.count(system)
+            note = self._note_tokens("") + self.max_summary_tokens  # the note to come, at most
+            room = budget - note - self.count(system)
             last = max((i for i, m in enumerate(rest) if m.role == "user"), default=len(rest) - 1)
             while cut < last and self.count(rest[cut:]) > room:  # the last turn always stays
                 cut = min(_safe_cut(rest, cut + 1, forward=True), last)
