@@ -7,6 +7,8 @@ import json
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_json
+
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
@@ -21,7 +23,7 @@ class ToolLedger:
     """Results of tool calls on one thread, keyed by (assistant message id, tool call id).
 
     Backed by the graph's checkpointer, so it survives the process; a graph without one keeps
-    a bounded in-memory ledger. Records are JSON."""
+    a bounded in-memory ledger. Records (JSON data and pydantic models) are stored as JSON."""
 
     __slots__ = ("_checkpointer", "_memory", "thread_id")
 
@@ -50,7 +52,7 @@ class ToolLedger:
         memory = self._memory
         if key in memory:
             return False
-        memory[key] = json.dumps(record)
+        memory[key] = to_json(record).decode()
         if len(memory) > MEMORY_LEDGER_SIZE:
             memory.popitem(last=False)
         return True

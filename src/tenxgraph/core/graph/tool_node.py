@@ -198,9 +198,9 @@ class ToolNode:
         except ValidationError as exc:
             return _error(call, f"Invalid arguments for tool {call.name!r}: {_brief(exc)}")
         if ledger is not None and asked is not None:
-            record = await ledger.get(asked, call.id)
-            if record is not None:
-                return _replay(record)
+            found = await ledger.get(asked, call.id)
+            if found is not None:
+                return _replay(found)
         if "state" in spec.injected:
             kwargs["state"] = state
         if "config" in spec.injected:
@@ -230,9 +230,12 @@ class ToolNode:
         finally:
             current_scope.reset(token)
         if ledger is not None and asked is not None:
-            record = {"message": outcome.message.model_dump(mode="json"), "state": None}
-            if outcome.updates:
-                record["state"] = to_jsonable_python(outcome.updates, fallback=str)
+            record = {  # the ledger encodes it to JSON, the message model included
+                "message": outcome.message,
+                "state": to_jsonable_python(outcome.updates, fallback=str)
+                if outcome.updates
+                else None,
+            }
             if not await ledger.put(asked, call.id, record):
                 # another run recorded this call first: its result is the one that happened
                 again = await ledger.get(asked, call.id)

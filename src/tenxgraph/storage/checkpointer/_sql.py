@@ -10,6 +10,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic_core import to_json
+
 from tenxgraph.core.exceptions import (
     ResourceNotFoundError,
     SchemaVersionError,
@@ -80,7 +82,8 @@ def missing_messages_error(thread_id: str, expected: int, found: int) -> Seriali
 
 
 def encode_tool_result(result: dict[str, Any]) -> str:
-    return json.dumps(result)
+    """A ledger record as JSON, in one pass (pydantic models in it are dumped on the way)."""
+    return to_json(result).decode()
 
 
 def decode_tool_result(

@@ -10,6 +10,7 @@ from typing import Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError, StorageError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._sql import encode_tool_result
 from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
@@ -141,7 +142,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         key = (thread_id, message_id, call_id)
         if key in self._ledger:
             return False
-        self._ledger[key] = json.dumps(result)
+        self._ledger[key] = encode_tool_result(result)
         return True
 
     async def aget_tool_result(
