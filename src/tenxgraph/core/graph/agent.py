@@ -82,6 +82,8 @@ class Agent:
         self.tool_node = tool_node
         self.extra_messages = list(extra_messages or ())
         self.trim_context = trim_context
+        if isinstance(tools_tags, str):  # one tag, not its letters
+            tools_tags = [tools_tags]
         self.tools_tags = set(tools_tags) if tools_tags is not None else None
         self.output_schema = output_schema
         self.reasoning_config = reasoning_config
@@ -237,7 +239,8 @@ class Agent:
         source = self._tools
         if source is None:
             return []
-        value = source.all_tools(tags=self.tools_tags) if self.tools_tags else source.all_tools()
+        tags = self.tools_tags
+        value = source.all_tools() if tags is None else source.all_tools(tags=tags)
         if inspect.isawaitable(value):
             value = await value
         return list(value)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
-from tenxgraph.core.graph.ledger import MemoryLedger
 from tenxgraph.core.graph.merge import apply_update, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
@@ -66,7 +65,6 @@ class CompiledGraph:
         self._locks: dict[tuple[int, str], list[Any]] = {}
         self._live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
         self._active: dict[str, Run] = {}
-        self._tool_memory: MemoryLedger = OrderedDict()  # the tool ledger without a checkpointer
         self._loop_thread = LoopThread(f"graph-{id(self):x}")
         self._finalizer = weakref.finalize(self, self._loop_thread.stop)
 

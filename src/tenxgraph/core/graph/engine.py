@@ -787,10 +787,10 @@ class Run:
         return InterruptScope("node", spec.name, spec.name, given, ledger=self.ledger)
 
     @functools.cached_property
-    def ledger(self) -> ToolLedger:
-        """Where this run's tool calls record their results (built when a node asks)."""
-        app = self.app
-        return ToolLedger(app.checkpointer, self.settings.thread_id, app._tool_memory)
+    def ledger(self) -> ToolLedger | None:
+        """Where this run's tool calls record their results; None without a checkpointer."""
+        checkpointer = self.app.checkpointer
+        return None if checkpointer is None else ToolLedger(checkpointer, self.settings.thread_id)
 
     async def _pause(
         self,

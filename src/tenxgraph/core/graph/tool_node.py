@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import typing
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from tenxgraph.core.graph.ledger import ToolLedger
+from tenxgraph.core.graph.merge import RUNTIME_FIELDS
 from tenxgraph.core.graph.node import NodeEvent
 from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
 from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
@@ -73,7 +75,7 @@ class ToolNode:
 
     def all_tools_sync(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The tools' OpenAI-format schemas (those with one of `tags`, if given)."""
-        wanted = None if tags is None else frozenset(tags)
+        wanted = None if tags is None else frozenset([tags] if isinstance(tags, str) else tags)
         return [
             spec.schema for spec in self._tools.values() if wanted is None or spec.tags & wanted
         ]
@@ -95,7 +97,9 @@ class ToolNode:
         scope = current_scope.get()
         node = scope.node if scope is not None else "tools"
         ledger: ToolLedger | None = scope.ledger if scope is not None else None
-        limit = config.get("max_parallel_tools") or DEFAULT_MAX_PARALLEL_TOOLS
+        limit = config.get("max_parallel_tools", DEFAULT_MAX_PARALLEL_TOOLS)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"config['max_parallel_tools'] must be a positive int, got {limit!r}")
         time_limit = config.get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS) or None
         answers = state.execution_meta.internal_data.get("answers") or {}
         run = functools.partial(
@@ -111,7 +115,7 @@ class ToolNode:
         outcomes: list[_Outcome | None] = [None] * len(calls)
         streaming = bool(config.get("is_stream"))
         events: asyncio.Queue[NodeEvent | None] = asyncio.Queue()
-        gate = asyncio.Semaphore(max(1, int(limit)))
+        gate = asyncio.Semaphore(limit)
 
         async def one(i: int, call: ToolCall) -> None:
             try:
@@ -196,11 +200,15 @@ class ToolNode:
         try:
             kwargs = spec.validate(call.args)
         except ValidationError as exc:
-            return _error(call, f"Invalid arguments for tool {call.name!r}: {_brief(exc)}")
+            return _error(
+                call,
+                f"Invalid arguments for tool {call.name!r}: {_brief(exc)}. Fix the arguments and "
+                "call the tool again.",
+            )
         if ledger is not None and asked is not None:
             found = await ledger.get(asked, call.id)
             if found is not None:
-                return _replay(found)
+                return _replay(found, type(state))
         if "state" in spec.injected:
             kwargs["state"] = state
         if "config" in spec.injected:
@@ -227,6 +235,9 @@ class ToolNode:
             outcome = _error(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
         else:
             outcome = _result(call, value)
+            problem = _refused(type(state), outcome.updates) if outcome.updates else None
+            if problem is not None:  # the tool ran: say so, and record that, not the update
+                outcome = _error(call, f"Tool {call.name!r} ran, but {problem}")
         finally:
             current_scope.reset(token)
         if ledger is not None and asked is not None:
@@ -240,7 +251,7 @@ class ToolNode:
                 # another run recorded this call first: its result is the one that happened
                 again = await ledger.get(asked, call.id)
                 if again is not None:
-                    return _replay(again)
+                    return _replay(again, type(state))
         return outcome
 
 
@@ -330,8 +341,13 @@ def _jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=str)
 
 
-def _replay(record: dict[str, Any]) -> _Outcome:
-    return _Outcome(Message.model_validate(record["message"]), record.get("state"), replayed=True)
+def _replay(record: dict[str, Any], state_type: type[AgentState]) -> _Outcome:
+    updates = record.get("state")
+    return _Outcome(
+        Message.model_validate(record["message"]),
+        _revived(state_type, updates) if updates else None,
+        replayed=True,
+    )
 
 
 def _brief(exc: ValidationError) -> str:
@@ -340,7 +356,63 @@ def _brief(exc: ValidationError) -> str:
     for error in exc.errors(include_url=False):
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
         parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts) + ". Fix the arguments and call the tool again."
+    return "; ".join(parts)
+
+
+# -- state updates from ToolResult -------------------------------------------------------------
+
+_adapters: dict[tuple[type[AgentState], str, bool], TypeAdapter[Any] | None] = {}
+
+
+def _adapter(state_type: type[AgentState], name: str, item: bool) -> TypeAdapter[Any] | None:
+    """A validator for field `name`, or with `item` for one element of a list field (what a
+    reducer like `append_items` may be given)."""
+    key = (state_type, name, item)
+    if key not in _adapters:
+        annotation: Any = state_type.model_fields[name].annotation
+        if item:
+            args = typing.get_args(annotation)
+            annotation = args[0] if typing.get_origin(annotation) is list and args else None
+        _adapters[key] = None if annotation is None else TypeAdapter(annotation)
+    return _adapters[key]
+
+
+def _refused(state_type: type[AgentState], updates: dict[str, Any]) -> str | None:
+    """Why the state would refuse a tool's updates, or None. A field with a reducer takes
+    what its reducer takes, so only its name is checked."""
+    fields = state_type.model_fields
+    reducers = state_type.field_reducers()
+    for name, value in updates.items():
+        if name not in fields or name in RUNTIME_FIELDS:
+            known = sorted(set(fields) - RUNTIME_FIELDS)
+            return f"its ToolResult updates {name!r}, which is not a field it can set ({known})."
+        adapter = None if name in reducers else _adapter(state_type, name, False)
+        if adapter is not None:
+            try:
+                adapter.validate_python(value)
+            except ValidationError as exc:
+                return f"its ToolResult gives {name!r} an invalid value: {_brief(exc)}."
+    return None
+
+
+def _revived(state_type: type[AgentState], updates: dict[str, Any]) -> dict[str, Any]:
+    """Updates read back from the ledger as JSON, turned into the fields' types again (models,
+    enums); a value that fits neither the field nor one of its list items stays as it is."""
+    revived = {}
+    for name, value in updates.items():
+        revived[name] = value
+        if name not in state_type.model_fields:
+            continue
+        for item in (False, True):
+            adapter = _adapter(state_type, name, item)
+            if adapter is None:
+                continue
+            try:
+                revived[name] = adapter.validate_python(value)
+                break
+            except ValidationError:
+                continue
+    return revived
 
 
 def _call_data(call: ToolCall, node: str) -> dict[str, Any]:
