@@ -3,6 +3,7 @@ retry/fallback chain, and returns the answer as a `Message` (streamed under `ast
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import logging
@@ -147,11 +148,13 @@ class Agent:
             while final is None:
                 request = await self.build_request(view)
                 try:
-                    async for message in calling.stream(self._routes, request, self.retry_config):
-                        if message.delta:
-                            yield message
-                        else:
-                            final = message
+                    pieces = calling.stream(self._routes, request, self.retry_config)
+                    async with contextlib.aclosing(pieces):  # the provider stream, if we stop
+                        async for message in pieces:
+                            if message.delta:
+                                yield message
+                            else:
+                                final = message
                 except ModelContextWindowError as exc:
                     if retried:
                         raise self._still_too_long(exc) from None

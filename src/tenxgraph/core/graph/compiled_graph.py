@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +93,7 @@ class CompiledGraph:
         input_data: Input,
         config: Config = None,
         response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Run the graph, yielding a new `StreamChunk` per event as it happens:
         ``async for chunk in app.astream(...)``. Close it (``aclosing``) if you stop early."""
         run = self._run(input_data, config, response_granularity, streaming=True)

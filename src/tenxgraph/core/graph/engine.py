@@ -14,7 +14,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +193,7 @@ class Run:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[StreamChunk]:
+    async def events(self) -> AsyncGenerator[StreamChunk, None]:
         """Run to the end, yielding the chunks the consumer wants."""
         app = self.app
         thread_id = self.settings.thread_id
@@ -214,8 +214,11 @@ class Run:
                         )
                 if StreamEvent.UPDATES in self.want:
                     yield self._update("invoking_graph")
-                async for chunk in self._steps(state):
-                    yield chunk
+                # closed here if the consumer stops early: in this task, so that the steps'
+                # own cleanup (scopes, running nodes, model streams) runs in their context
+                async with contextlib.aclosing(self._steps(state)) as steps:
+                    async for chunk in steps:
+                        yield chunk
                 if StreamEvent.UPDATES in self.want:
                     yield self._update(
                         "graph_invoked",
@@ -294,8 +297,14 @@ class Run:
         unfinished = version is not None and meta.status != ExecutionStatus.COMPLETED
         if messages and meta.status != ExecutionStatus.ERROR:
             unfinished = False
-        self.next_names = list(internal.get("next") or ()) if unfinished else None
+        # where the unfinished run stopped; without a record it never finished its first
+        # step (the process died in it), so it starts again from START
+        unfinished = unfinished and "next" in internal
+        self.next_names = list(internal["next"]) if unfinished else None
         self.deferred = set(internal.get("deferred") or ()) if unfinished else set()
+        if not unfinished:  # a new run: the last one's bookkeeping must not steer it
+            internal.pop("next", None)
+            internal.pop("deferred", None)
         self.skip_breakpoint = meta.interrupt_reason == "interrupt_before"
         updates = data.get("state") or {}
         if not isinstance(updates, dict):
@@ -340,7 +349,7 @@ class Run:
         self.version = await self._save(state, version, added)
         return state, given
 
-    async def _steps(self, state: AgentState) -> AsyncIterator[StreamChunk]:
+    async def _steps(self, state: AgentState) -> AsyncGenerator[StreamChunk, None]:
         app = self.app
         want = self.want
         limit = self.settings.recursion_limit
@@ -442,8 +451,10 @@ class Run:
                     outputs.append(output)
                 else:
                     views = [view_of(state) for _ in frontier]
-                    async for chunk in self._run_parallel(frontier, views, outputs):
-                        yield chunk
+                    parallel = self._run_parallel(frontier, views, outputs)
+                    async with contextlib.aclosing(parallel):
+                        async for chunk in parallel:
+                            yield chunk
             except BaseException as exc:
                 restore(state, pre, pre_len)
                 if isinstance(exc, GraphInterrupt):
@@ -559,7 +570,7 @@ class Run:
         specs: Sequence[NodeSpec],
         views: Sequence[tuple[AgentState, list[Message]]],
         outputs: list[NodeOutput],
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Run several nodes at once; stream their deltas as they come; fail fast."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stream_deltas = StreamEvent.MESSAGE in self.want

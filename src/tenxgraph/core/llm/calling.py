@@ -7,7 +7,7 @@ one is tried. Nothing here mutates the Agent: the chain is a tuple built once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from tenxgraph.core.exceptions import ModelContextWindowError, ModelError
@@ -46,7 +46,7 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
 
 async def stream(
     routes: Sequence[Route], request: ModelRequest, config: RetryConfig
-) -> AsyncIterator[Message]:
+) -> AsyncGenerator[Message, None]:
     """The pieces and then the complete answer of the first model in `routes` that gives
     one. A failure after the first piece went out is raised, not retried: the consumer has
     already shown that text."""
@@ -57,9 +57,15 @@ async def stream(
         while True:
             started = False
             try:
-                async for message in route.client.astream(asked):
-                    started = True
-                    yield message
+                pieces = route.client.astream(asked)
+                try:
+                    async for message in pieces:
+                        started = True
+                        yield message
+                finally:  # if we stop early: the provider stream is closed now, not by the GC
+                    close = getattr(pieces, "aclose", None)
+                    if close is not None:
+                        await close()
                 return
             except ModelError as error:
                 wait = None if started else _retry_wait(error, attempt, config)
