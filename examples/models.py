@@ -15,6 +15,7 @@ import asyncio
 import sys
 
 from tenxgraph import END, START, Agent, StateGraph
+from tenxgraph.core.exceptions import ModelError
 from tenxgraph.core.graph import CompiledGraph
 from tenxgraph.core.state import AgentState, Message
 
@@ -61,4 +62,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ModelError as error:  # a missing key, a refused request: say what, no traceback
+        raise SystemExit(f"\n{error}") from None
