@@ -22,6 +22,7 @@ from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
 from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph.drawing import DrawableGraph
     from tenxgraph.core.state.agent_state import Reducer
 
 Input = dict[str, Any] | None
@@ -206,6 +207,13 @@ class CompiledGraph:
         return self._loop_thread.run(self.astop, config)
 
     # -- graph editing and lifecycle -------------------------------------------------------
+
+    def get_graph(self) -> DrawableGraph:
+        """The graph's nodes and edges, to look at: ``print(app.get_graph().draw_mermaid())``
+        gives a Mermaid flowchart that renders in any Markdown viewer."""
+        from tenxgraph.core.graph.drawing import graph_of
+
+        return graph_of(self._specs, self._routing)
 
     def override_node(self, name: str, func: NodeFunc) -> CompiledGraph:
         """Replace a node's function (tests, mocks); edges stay as they are."""

@@ -18,6 +18,7 @@ from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.core.state.message import _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
+    ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
@@ -188,7 +189,9 @@ def _summary(recent: list[Message], messages: Sequence[Message]) -> str:
 
 
 ReplyFunc = Callable[[list[Message], ModelInfo], Reply | Awaitable[Reply]]
-StreamFunc = Callable[[list[Message], ModelInfo], AsyncIterator[str | ToolCallBlock]]
+StreamFunc = Callable[
+    [list[Message], ModelInfo], AsyncIterator[str | ToolCallBlock | ReasoningBlock]
+]
 
 
 @dataclass
@@ -198,7 +201,10 @@ class FunctionModel:
     The function returns a `str` (text), a `ToolCallBlock` or a list of them (tool calls), a
     pydantic object or dict (structured output), or a complete `Message`; it may be async.
     `stream_function`, if given, is an async generator of text pieces and `ToolCallBlock`s
-    used under `astream`; without it the function's answer is streamed in pieces.
+    used under `astream`; without it the function's answer is streamed in pieces. It may also
+    yield `ReasoningBlock` pieces, streamed as reasoning deltas the way a reasoning model's
+    are; the final message then starts with one `ReasoningBlock` of them all (and has
+    `reasoning` set), its usage counting them as reasoning tokens.
     """
 
     function: ReplyFunc
@@ -223,22 +229,49 @@ class FunctionModel:
         message_id = generate_id()
         texts: list[str] = []
         calls: list[ToolCallBlock] = []
+        thoughts: list[ReasoningBlock] = []
         async for item in self.stream_function(list(request.messages), _info(request)):
             if isinstance(item, str):
                 texts.append(item)
                 yield _text_message(item, "assistant", message_id, True)
             elif isinstance(item, ToolCallBlock):
                 calls.append(item)
+            elif isinstance(item, ReasoningBlock):
+                thoughts.append(item)
+                yield Message(
+                    message_id=message_id,
+                    role="assistant",
+                    content=[item.model_copy()],
+                    delta=True,
+                    reasoning=item.summary,
+                )
             else:
                 raise TypeError(
-                    "a FunctionModel stream_function yields str pieces or ToolCallBlocks, "
-                    f"not {type(item).__name__}"
+                    "a FunctionModel stream_function yields str pieces, ToolCallBlocks or "
+                    f"ReasoningBlocks, not {type(item).__name__}"
                 )
         final = assistant_message(
             "".join(texts), calls, model=self.model_name, prompt=request.messages
         )
         final.message_id = message_id
+        if thoughts:
+            _add_reasoning(final, thoughts)
         yield final
+
+
+def _add_reasoning(message: Message, thoughts: Sequence[ReasoningBlock]) -> None:
+    """Put streamed reasoning pieces into the final message as a provider adapter does: one
+    `ReasoningBlock` first (with the last signature given), `reasoning`, reasoning tokens."""
+    summary = "".join(t.summary for t in thoughts)
+    signature = next((t.signature for t in reversed(thoughts) if t.signature), None)
+    message.content.insert(0, ReasoningBlock(summary=summary, signature=signature))
+    message.reasoning = summary
+    usage = message.usages
+    if usage is not None:
+        spent = len(summary.split())
+        usage.reasoning_tokens = spent
+        usage.completion_tokens += spent
+        usage.total_tokens += spent
 
 
 def _info(request: ModelRequest) -> ModelInfo:

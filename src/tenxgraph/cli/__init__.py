@@ -1,0 +1,93 @@
+"""The `tenxgraph` command: `demo`, `chat`, `run`, `graph` and `threads`.
+
+Every failure ends as one line on stderr and an exit status scripts can rely on (see
+`tenxgraph --help`); set TENXGRAPH_DEBUG=1 to get the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from tenxgraph.cli._console import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_KEY,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    CliError,
+    Console,
+)
+from tenxgraph.cli._parser import build_parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]) and return its exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return EXIT_OK
+    console = Console.detect()
+    module_name, _, function_name = str(args.handler).partition(":")
+    try:
+        module = importlib.import_module(f"tenxgraph.cli.{module_name}")
+        handler: Callable[[argparse.Namespace, Console], int] = getattr(module, function_name)
+        return handler(args, console)
+    except KeyboardInterrupt:
+        console.err.write("\ntenxgraph: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `tenxgraph ... | head`: the reader left, nothing to report
+        _silence_stdout()
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("TENXGRAPH_DEBUG", "").lower() in ("1", "true", "yes"):
+            raise
+        code, message = describe(exc)
+        console.err.write(f"tenxgraph: error: {message}\n")
+        console.err.flush()
+        return code
+
+
+def describe(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the one-line message for an error a command raised."""
+    if isinstance(exc, CliError):
+        return exc.code, one_line(exc.message)
+    from tenxgraph.core.exceptions import GraphError, ModelAuthError, ResourceNotFoundError
+
+    seen: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        if isinstance(cause, ModelAuthError):
+            return EXIT_NO_KEY, one_line(cause.message)
+        cause = cause.__cause__
+    if isinstance(exc, ResourceNotFoundError):
+        return EXIT_NOT_FOUND, one_line(exc.message)
+    if isinstance(exc, GraphError):
+        return EXIT_FAILED, one_line(str(exc))
+    return EXIT_FAILED, one_line(f"{type(exc).__name__}: {exc}")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = ["build_parser", "describe", "main"]
+
+if __name__ == "__main__":  # pragma: no cover - `python -m tenxgraph.cli` runs __main__.py
+    raise SystemExit(main())

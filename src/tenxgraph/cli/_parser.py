@@ -1,0 +1,150 @@
+"""The command line's grammar. Each command names the module that runs it, imported only when
+that command is chosen, so `tenxgraph --help` and `--version` stay instant."""
+
+from __future__ import annotations
+
+import argparse
+
+from tenxgraph import __version__
+
+EPILOG = """\
+exit codes:
+  0    success
+  1    the run failed (a model, tool or graph error; the reason is on stderr)
+  2    usage error (bad arguments)
+  3    no API key for the model (or the provider refused it)
+  4    not found: module, attribute, file, thread or database
+  130  interrupted (Ctrl-C)
+
+environment:
+  TENXGRAPH_DB     SQLite file for chat, run and threads (default ~/.tenxgraph/checkpoints.db)
+  NO_COLOR         no colours (there are none anyway when output is not a terminal)
+  TENXGRAPH_DEBUG  set to 1 to see the full traceback of an error
+
+Start with:  tenxgraph demo
+"""
+
+DB_HELP = "SQLite file with the threads (default: $TENXGRAPH_DB or ~/.tenxgraph/checkpoints.db)"
+APP_HELP = (
+    "your graph: module.path:attribute or path/to/file.py:attribute; the attribute is a "
+    "compiled graph, a StateGraph (compiled here), or a function without arguments returning one"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tenxgraph",
+        description="tenxgraph: an async-first agent runtime for Python.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tenxgraph {__version__}")
+    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="watch a support agent stream, call tools, pause for approval and resume from disk",
+        description=(
+            "A support agent with two tools (lookup_order, refund; a refund waits for your "
+            "approval) on the embedded SQLite checkpointer. It streams its reasoning, tokens and "
+            "tool calls, pauses, then a new app resumes the same thread from disk. Offline by "
+            "default (a scripted model, no API key); --model uses a real one."
+        ),
+    )
+    demo.add_argument(
+        "--model",
+        help="a litellm model name, e.g. openai/gpt-4o-mini, or 'test' for the offline "
+        "TestModel (default: a scripted offline model)",
+    )
+    demo.add_argument("--yes", action="store_true", help="approve the refund without asking")
+    demo.add_argument(
+        "--db",
+        help="SQLite file (default: ~/.tenxgraph/demo.db, or one in the temp directory "
+        "when the home directory is not writable)",
+    )
+    demo.add_argument(
+        "--thread",
+        help="thread id (default: a new demo-XXXXXXXX); a paused thread is picked up "
+        "where it stopped",
+    )
+    demo.set_defaults(handler="demo:command")
+
+    chat = commands.add_parser(
+        "chat",
+        help="a streaming chat on a persistent thread",
+        description=(
+            "Chat with a model on a thread kept in SQLite; start it again with the same --thread "
+            "to go on where you left off. /exit or Ctrl-D ends it. Piped stdin works: each line "
+            "is one turn. Exit status 1 if a turn failed."
+        ),
+    )
+    chat.add_argument(
+        "--model",
+        default="test",
+        help="a litellm model name, e.g. openai/gpt-4o-mini (default: test, the offline model)",
+    )
+    chat.add_argument("--thread", default="chat", help="thread id (default: chat)")
+    chat.add_argument("--db", help=DB_HELP)
+    chat.set_defaults(handler="chat:command")
+
+    run = commands.add_parser(
+        "run",
+        help="run your own graph with one user message",
+        description=(
+            "Import your graph and run it with --input as the user message; prints the final "
+            "assistant text (or streams with --stream). If the run pauses at an interrupt, it "
+            "prints the question and the command that answers it. An app without a "
+            "checkpointer keeps its threads in SQLite (--db)."
+        ),
+    )
+    run.add_argument("app", metavar="MODULE:APP", help=APP_HELP)
+    run.add_argument("--input", help="the user message ('-' reads it from stdin)")
+    run.add_argument("--thread", help="thread id (default: a new run-XXXXXXXX)")
+    run.add_argument("--stream", action="store_true", help="print tokens and tool calls live")
+    run.add_argument(
+        "--resume",
+        metavar="ANSWER",
+        help="answer the interrupt the thread is paused at (a JSON object or list is parsed, "
+        "anything else is text)",
+    )
+    run.add_argument(
+        "--continue",
+        dest="proceed",
+        action="store_true",
+        help="continue a thread paused before or after a node",
+    )
+    run.add_argument("--db", help=DB_HELP)
+    run.set_defaults(handler="run:command")
+
+    graph = commands.add_parser(
+        "graph",
+        help="print your graph as a Mermaid flowchart",
+        description="Print the graph as Mermaid (paste it into a ```mermaid block of any "
+        "Markdown file). Dotted edges are conditional, labelled with the condition's result.",
+    )
+    graph.add_argument("app", metavar="MODULE:APP", help=APP_HELP)
+    graph.add_argument("--markdown", action="store_true", help="wrap it in a ```mermaid fence")
+    graph.set_defaults(handler="run:graph_command")
+
+    threads = commands.add_parser(
+        "threads",
+        help="list, show or delete stored threads",
+        description="Inspect the threads in a SQLite file.",
+    )
+    threads.add_argument("--db", help=DB_HELP)
+    actions = threads.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    actions.required = True
+    listing = actions.add_parser("list", help="thread ids, message counts and status")
+    show = actions.add_parser("show", help="one thread's messages and status")
+    show.add_argument("thread", metavar="THREAD")
+    delete = actions.add_parser("delete", help="delete one thread")
+    delete.add_argument("thread", metavar="THREAD")
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for action in (listing, show, delete):
+        # also after the action; SUPPRESS keeps a --db given before it
+        action.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    threads.set_defaults(handler="threads:command")
+    return parser
+
+
+__all__ = ["EPILOG", "build_parser"]
