@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from tenxgraph.core.graph import CompiledGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo
-from tenxgraph.core.llm.offline import assistant_message
+from tenxgraph.core.llm.offline import assistant_message, tool_results_by_name
 from tenxgraph.core.state import Message
-from tenxgraph.core.state.message_block import ReasoningBlock, ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state.message_block import ReasoningBlock, ToolCallBlock
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import SqliteCheckpointer
 from tenxgraph.utils import interrupt
@@ -76,14 +76,7 @@ def script(messages: list[Message]) -> Turn:
     recent = messages[start + 1 :]
     asked = messages[start].text() if start >= 0 else ""
     turn = sum(1 for m in messages if m.role == "user")
-    names = {c.id: c.name for m in recent for c in m.tool_call_blocks()}
-    results = {
-        names.get(b.call_id, b.call_id): b.output
-        for m in recent
-        if m.role == "tool"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    }
+    results = tool_results_by_name(recent)
     number = re.search(r"\d{3,}", asked)
     order_id = int(number.group()) if number else 1042
     if "lookup_order" not in results:

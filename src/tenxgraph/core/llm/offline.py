@@ -173,15 +173,21 @@ class TestModel:
             yield piece
 
 
-def _summary(recent: list[Message], messages: Sequence[Message]) -> str:
-    names = {c.id: c.name for m in recent for c in m.tool_call_blocks()}
-    results = {
+def tool_results_by_name(messages: Sequence[Message]) -> dict[str, Any]:
+    """The outputs of the tool results in `messages`, by the name of the tool that was called
+    (the call id when the call is not among them)."""
+    names = {c.id: c.name for m in messages for c in m.tool_call_blocks()}
+    return {
         names.get(b.call_id, b.call_id): b.output
-        for m in recent
+        for m in messages
         if m.role == "tool"
         for b in m.content
         if isinstance(b, ToolResultBlock)
     }
+
+
+def _summary(recent: list[Message], messages: Sequence[Message]) -> str:
+    results = tool_results_by_name(recent)
     if results:
         return "Tool results: " + json.dumps(results, default=str, ensure_ascii=False)
     asked = next((m.text() for m in reversed(messages) if m.role == "user"), "")
