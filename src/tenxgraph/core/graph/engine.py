@@ -57,6 +57,7 @@ from tenxgraph.core.state.execution_state import (
     ExecutionStatus,
     StopRequestStatus,
 )
+from tenxgraph.core.state.message import generate_id
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_NODE_TIMEOUT_SECONDS,
@@ -98,7 +99,7 @@ class RunSettings:
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
         given = dict(config or {})
         thread_id = str(given.get("thread_id") or uuid.uuid4())
-        run_id = str(given.get("run_id") or uuid.uuid4())
+        run_id = str(given.get("run_id") or generate_id())
         limit = given.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"config['recursion_limit'] must be a positive int, got {limit!r}")
@@ -225,9 +226,16 @@ class Run:
                         time_taken=time.perf_counter() - started,
                         token_usage=self.token_usage(),
                     )
-                self.result = self._result(state, inputs)
-                if self.granularity == ResponseGranularity.LOW:
-                    # other granularities hand out parts of this state: the next run reloads
+                # the state is kept for the thread's next run only at the low granularity (the
+                # others hand out parts of it) and with a checkpointer; then the messages
+                # handed out are copies, so what the caller does with them changes nothing
+                keep = (
+                    self.granularity == ResponseGranularity.LOW
+                    and app.checkpointer is not None
+                    and self.version is not None
+                )
+                self.result = self._result(state, inputs, copies=keep)
+                if keep:
                     app._remember(thread_id, self.version, state)
             except BaseException as exc:
                 if state is not None:
@@ -850,10 +858,10 @@ class Run:
             "total_tokens": total_in + total_out,
         }
 
-    def _result(self, state: AgentState, inputs: list[Message]) -> dict[str, Any]:
+    def _result(self, state: AgentState, inputs: list[Message], copies: bool) -> dict[str, Any]:
         last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
         messages = [last_user] if last_user is not None else []
-        messages += map(copy_message, self.produced)
+        messages += map(copy_message, self.produced) if copies else self.produced
         usage = self.token_usage()
         granularity = self.granularity
         if granularity == ResponseGranularity.FULL:
