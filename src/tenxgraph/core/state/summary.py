@@ -9,11 +9,10 @@ the append-only history, so each call only looks at what came after them.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import logging
-from collections.abc import Coroutine, Sequence
+import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenxgraph.core.state.agent_state import AgentState
@@ -23,12 +22,12 @@ from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
 from tenxgraph.core.state.reducers import remove_tool_messages
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph.sync_bridge import LoopThread
     from tenxgraph.core.llm.calling import Route
     from tenxgraph.core.llm.request import ModelClient
     from tenxgraph.core.llm.tokens import TokenCounter
 
 S = TypeVar("S", bound=AgentState)
-T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -99,13 +98,19 @@ class SummaryContextManager(BaseContextManager[S]):
         self._route: Route | None = None
         self._counter: TokenCounter | None = None
         self._budget: int | None = None
+        self._loop_thread: LoopThread | None = None  # for the sync trim_context
 
     # -- the two forms ---------------------------------------------------------------------
 
     def trim_context(self, state: S) -> S:
-        """`atrim_context`, blocking; also works where an event loop is running (the summary
-        call then runs on a loop of its own in a worker thread)."""
-        return run_blocking(self.atrim_context(state))
+        """`atrim_context`, blocking; also works where an event loop is running: like a
+        graph's `invoke`, it runs on this manager's own event-loop thread."""
+        if self._loop_thread is None:
+            from tenxgraph.core.graph.sync_bridge import LoopThread
+
+            self._loop_thread = thread = LoopThread(f"summary-{id(self):x}")
+            weakref.finalize(self, thread.stop)
+        return self._loop_thread.run(self.atrim_context, state)
 
     async def atrim_context(self, state: S) -> S:
         return self._tidy(await self._trim(state, self.keep_recent, force=False))
@@ -171,18 +176,25 @@ class SummaryContextManager(BaseContextManager[S]):
         system = [context[i] for i in pinned]
         rest = context[start:]
         budget = self.budget
+        if budget is not None:  # each message counted once for this call
+            counter = self._counter_for()
+            sizes = [counter.message(m) for m in rest]
+            system_tokens = self.count(system)
         over = force or sum(m.role != "system" for m in rest) > self.max_messages
         if not over and budget is not None:
-            over = self.count([*system, *rest]) + self._note_tokens(state.context_summary) > budget
+            over = system_tokens + sum(sizes) + self._note_tokens(state.context_summary) > budget
         if not over:
             return state if start == 0 else _view(state, [*system, *rest], None)
         cut = _safe_cut(rest, len(rest) - keep)
         if budget is not None:  # what stays verbatim must leave room for the summary
             note = self._note_tokens("") + self.max_summary_tokens  # the note to come, at most
-            room = budget - note - self.count(system)
+            room = budget - note - system_tokens
             last = max((i for i, m in enumerate(rest) if m.role == "user"), default=len(rest) - 1)
-            while cut < last and self.count(rest[cut:]) > room:  # the last turn always stays
-                cut = min(_safe_cut(rest, cut + 1, forward=True), last)
+            kept_tokens = sum(sizes[cut:])
+            while cut < last and kept_tokens > room:  # the last turn always stays
+                moved = min(_safe_cut(rest, cut + 1, forward=True), last)
+                kept_tokens -= sum(sizes[cut:moved])
+                cut = moved
         older = [m for m in rest[:cut] if m.role != "system"]
         if not older:
             return _view(state, [*system, *rest], None)
@@ -279,14 +291,4 @@ def _line(message: Message) -> str:
     return f"[{message.role}] " + " ".join(p for p in parts if p)
 
 
-def run_blocking(work: Coroutine[Any, Any, T]) -> T:
-    """Run `work` to completion from sync code, with or without a running event loop here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(work)
-    with concurrent.futures.ThreadPoolExecutor(1, "tenxgraph-trim") as pool:
-        return pool.submit(asyncio.run, work).result()
-
-
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "SummaryContextManager", "run_blocking"]
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "SummaryContextManager"]
