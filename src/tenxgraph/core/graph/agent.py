@@ -166,12 +166,13 @@ class Agent:
                     raise RuntimeError(f"{self!r}: the model stream ended without a final message")
         else:
             try:
-                final = await calling.complete(
-                    self._routes, await self.build_request(view), self.retry_config
-                )
+                final = await self._complete(view)
             except ModelContextWindowError as exc:
                 view = await self._overflow(view, exc)
-                final = await self._after_overflow(view)
+                try:
+                    final = await self._complete(view)
+                except ModelContextWindowError as again:
+                    raise self._still_too_long(again) from None
         made = view.execution_meta.internal_data.get(RECORD)
         if made is not state.execution_meta.internal_data.get(RECORD):  # a new summary
             state.execution_meta.internal_data[RECORD] = made
@@ -204,13 +205,11 @@ class Agent:
         logger.warning("%r: the context is too long for the model; trimming and retrying", self)
         return await self._manager.atrim_overflow(view)
 
-    async def _after_overflow(self, view: AgentState) -> Message:
-        try:
-            return await calling.complete(
-                self._routes, await self.build_request(view), self.retry_config
-            )
-        except ModelContextWindowError as exc:
-            raise self._still_too_long(exc) from None
+    async def _complete(self, view: AgentState) -> Message:
+        """One non-streamed answer for `view`, through the retry/fallback chain."""
+        return await calling.complete(
+            self._routes, await self.build_request(view), self.retry_config
+        )
 
     def _still_too_long(self, error: ModelContextWindowError) -> ModelContextWindowError:
         error.message += (

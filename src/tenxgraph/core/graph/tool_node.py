@@ -100,7 +100,7 @@ class ToolNode:
         limit = config.get("max_parallel_tools", DEFAULT_MAX_PARALLEL_TOOLS)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"config['max_parallel_tools'] must be a positive int, got {limit!r}")
-        time_limit = config.get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS) or None
+        time_limit = _time_limit(config)
         answers = state.execution_meta.internal_data.get("answers") or {}
         run = functools.partial(
             self._run_call,
@@ -170,7 +170,7 @@ class ToolNode:
             asked=None,
             node="tools",
             ledger=None,
-            time_limit=(config or {}).get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS) or None,
+            time_limit=_time_limit(config or {}),
             answers={},
         )
         if outcome.interrupt is not None:
@@ -253,6 +253,12 @@ class ToolNode:
                 if again is not None:
                     return _replay(again, type(state))
         return outcome
+
+
+def _time_limit(config: dict[str, Any]) -> float | None:
+    """Seconds each tool call may take: config's `tool_timeout`; None or 0 for no limit."""
+    value: float | None = config.get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS)
+    return value or None
 
 
 # -- finding the calls -----------------------------------------------------------------------
