@@ -296,6 +296,53 @@ async def test_timeout_stops_async_and_generator_nodes_promptly(node: Any, path:
     assert time.perf_counter() - started < 2
 
 
+def napping(name: str, seconds: float) -> tuple[str, Any]:
+    async def node(state: AgentState) -> str:
+        await asyncio.sleep(seconds)
+        return f"{name} done"
+
+    return name, node
+
+
+@pytest.mark.parametrize("path", ["ainvoke", "astream"])
+async def test_every_node_of_a_run_gets_the_whole_timeout(path: str) -> None:
+    # one timer serves the run: when it fires for the first node's deadline during the
+    # second node, it must wait for the second node's own deadline, not expire
+    nodes = [napping(f"n{i}", 0.3) for i in range(3)]
+    result = await run(linear(*nodes), path, [], {"node_timeout": 0.5})
+    if path == "ainvoke":
+        assert texts(result["messages"]) == ["hi", "n0 done", "n1 done", "n2 done"]
+
+
+async def test_a_later_node_that_overruns_times_out_promptly() -> None:
+    started = time.perf_counter()
+    with pytest.raises(NodeTimeoutError, match="slow"):
+        await run(
+            linear(napping("quick", 0), napping("slow", 10)), "ainvoke", [], {"node_timeout": 0.1}
+        )
+    assert time.perf_counter() - started < 2
+
+
+async def test_a_run_of_many_steps_sets_one_timer_and_cancels_it() -> None:
+    loop = asyncio.get_running_loop()
+    timers: list[asyncio.TimerHandle] = []
+    call_at = loop.call_at
+
+    def counting(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        handle = call_at(when, callback, *args, **kwargs)
+        timers.append(handle)
+        return handle
+
+    app = linear(*(napping(f"n{i}", 0) for i in range(10)))
+    loop.call_at = counting  # type: ignore[method-assign]
+    try:
+        await app.ainvoke(inp("hi"), {"node_timeout": 30})
+    finally:
+        del loop.call_at
+    assert len(timers) == 1
+    assert timers[0].cancelled()  # nothing of the run is left on the loop
+
+
 async def test_timeout_stops_a_node_promptly_under_sync_stream() -> None:
     async def long_nap(state: AgentState) -> str:
         await asyncio.sleep(1.0)

@@ -221,6 +221,39 @@ async def test_concurrent_runs_on_one_thread_take_turns_and_lose_nothing() -> No
     assert stored.execution_meta.step == 5
 
 
+async def test_a_run_cancelled_while_waiting_for_its_turn_does_not_block_the_next() -> None:
+    holding, release = asyncio.Event(), asyncio.Event()
+    entered: list[str] = []
+
+    async def held(state: AgentState) -> str:
+        text = state.context[-1].text()
+        entered.append(text)
+        if text == "first":
+            holding.set()
+            await release.wait()
+        return f"reply to {text}"
+
+    app = linear(held, checkpointer=InMemoryCheckpointer())
+    config = {"thread_id": "t"}
+    first = asyncio.create_task(app.ainvoke(inp("first"), config))
+    await holding.wait()  # the first run holds the thread
+    second = asyncio.create_task(app.ainvoke(inp("second"), config))
+    third = asyncio.create_task(app.ainvoke(inp("third"), config))
+    await asyncio.sleep(0)  # one loop turn: both start and queue up behind the first
+    (waiting,) = app._turns.values()
+    assert len(waiting) == 2
+    second.cancel()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, third), 5)
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    assert entered == ["first", "third"]
+    stored = await app.aget_state(config)
+    assert stored is not None
+    assert texts(stored.context) == ["first", "reply to first", "third", "reply to third"]
+    assert app._turns == {}  # nothing left of the thread's queue
+
+
 async def test_concurrent_runs_on_different_threads_run_at_the_same_time() -> None:
     both_in = asyncio.Event()
     inside: set[str] = set()

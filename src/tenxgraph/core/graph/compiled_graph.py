@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections import OrderedDict, deque
+from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
@@ -19,7 +18,7 @@ from tenxgraph.core.state import AgentState, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
-from tenxgraph.utils.constants import ResponseGranularity
+from tenxgraph.utils.constants import END, ResponseGranularity
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
@@ -54,6 +53,12 @@ class CompiledGraph:
         self.state_type: type[AgentState] = type(state)
         self._specs = specs
         self._routing = routing
+        # nodes whose plain edges lead to at most one node, and where (none: END)
+        self._fixed_next: dict[str, tuple[str, ...]] = {
+            name: tuple(t for t in targets if t != END)
+            for name, targets in routing.static.items()
+            if name not in routing.branches and sum(t != END for t in targets) <= 1
+        }
         self.checkpointer = checkpointer
         self.context_manager = context_manager
         self.interrupt_before = interrupt_before
@@ -63,7 +68,8 @@ class CompiledGraph:
         self._merge_messages: Reducer = reducers.pop("context", add_messages)
         self._append_only = self._merge_messages is add_messages
         self._reducers = reducers
-        self._locks: dict[tuple[int, str], list[Any]] = {}
+        # per (event loop, thread): the runs waiting for their turn on that thread
+        self._turns: dict[tuple[int, str], deque[asyncio.Future[None]]] = {}
         self._live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
         self._active: dict[str, Run] = {}
         self._loop_thread = LoopThread(f"graph-{id(self):x}")
@@ -160,7 +166,8 @@ class CompiledGraph:
         update = normalize(values, "update_state", self._fields)
         if update.goto is not None or update.state is not None:
             raise ValueError("update_state takes field values or messages, not a Command or state")
-        async with self._thread_lock(thread_id):
+        key = await self._take_turn(thread_id)
+        try:
             state, version, _ = await self._checkout(thread_id)
             before = state.context
             apply_update(self, state, update, "update_state")
@@ -172,6 +179,8 @@ class CompiledGraph:
                 new_messages=state.context if added is None else added,
                 rewrite=added is None,
             )
+        finally:
+            self._end_turn(key)
 
     def update_state(self, config: dict[str, Any], values: Any) -> int:
         return self._loop_thread.run(self.aupdate_state, config, values)
@@ -241,21 +250,34 @@ class CompiledGraph:
 
     # -- internals used by runs ------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _thread_lock(self, thread_id: str) -> AsyncIterator[None]:
-        """Runs on one thread in this process take turns (per event loop)."""
-        key = (id(asyncio.get_running_loop()), thread_id)
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = [asyncio.Lock(), 0]
-        entry[1] += 1  # users (holder and waiters) of this lock
+    async def _take_turn(self, thread_id: str) -> tuple[int, str]:
+        """Wait until this thread's earlier runs in this process (on this event loop) are
+        over; the thread's runs take turns. Returns the key to give back to `_end_turn`."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), thread_id)
+        waiting = self._turns.get(key)
+        if waiting is None:  # nobody else: no lock object at all
+            self._turns[key] = deque()
+            return key
+        turn = loop.create_future()
+        waiting.append(turn)
         try:
-            async with entry[0]:
-                yield
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del self._locks[key]
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # handed the turn just as cancelled
+                self._end_turn(key)
+            raise
+        return key
+
+    def _end_turn(self, key: tuple[int, str]) -> None:
+        """Hand the thread to the next run waiting for it, if any."""
+        waiting = self._turns[key]
+        while waiting:
+            turn = waiting.popleft()
+            if not turn.done():  # not given up (cancelled) while waiting
+                turn.set_result(None)
+                return
+        del self._turns[key]
 
     def _new_state(self) -> AgentState:
         return self.state_type.model_validate(self._template)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import time
 import uuid
@@ -146,6 +145,10 @@ class Run:
         self.skip_breakpoint = False
         self.current: Sequence[NodeSpec] = ()
         self.streamed: set[str | int] = set()  # ids of messages a NodeEvent already sent
+        self._chunk_template: dict[str, Any] | None = None
+        checkpointer = app.checkpointer
+        # where this run's tool calls record their results; none without a checkpointer
+        self.ledger = None if checkpointer is None else ToolLedger(checkpointer, settings.thread_id)
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -158,14 +161,17 @@ class Run:
 
     # -- events ----------------------------------------------------------------------------
 
-    @functools.cached_property
+    @property
     def chunk_template(self) -> dict[str, Any]:
         """The fields every chunk of this run shares; built by the first chunk (an `ainvoke`
         makes none)."""
-        settings = self.settings
-        return template(
-            StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
-        )
+        shared = self._chunk_template
+        if shared is None:
+            settings = self.settings
+            shared = self._chunk_template = template(
+                StreamChunk, thread_id=settings.thread_id, run_id=settings.run_id, timestamp=0.0
+            )
+        return shared
 
     def _chunk(self, event: StreamEvent, **values: Any) -> StreamChunk:
         fields = self.chunk_template.copy()
@@ -198,53 +204,59 @@ class Run:
         """Run to the end, yielding the chunks the consumer wants."""
         app = self.app
         thread_id = self.settings.thread_id
-        async with app._thread_lock(thread_id):
-            app._active[thread_id] = self
-            self.loop = asyncio.get_running_loop()
-            self.guard.task = asyncio.current_task()
-            started = time.perf_counter()
-            state: AgentState | None = None
-            try:
-                state, inputs = await self._prepare()
-                if StreamEvent.MESSAGE in self.want:
-                    for message in inputs:
-                        yield self._chunk(
-                            StreamEvent.MESSAGE,
-                            message=message,
-                            metadata={"status": "invoking_graph", "reason": "input message"},
-                        )
-                if StreamEvent.UPDATES in self.want:
-                    yield self._update("invoking_graph")
-                # closed here if the consumer stops early: in this task, so that the steps'
-                # own cleanup (scopes, running nodes, model streams) runs in their context
-                async with contextlib.aclosing(self._steps(state)) as steps:
-                    async for chunk in steps:
-                        yield chunk
-                if StreamEvent.UPDATES in self.want:
-                    yield self._update(
-                        "graph_invoked",
-                        time_taken=time.perf_counter() - started,
-                        token_usage=self.token_usage(),
+        turn = await app._take_turn(thread_id)
+        app._active[thread_id] = self
+        self.loop = asyncio.get_running_loop()
+        self.guard.task = asyncio.current_task()
+        started = time.perf_counter()
+        state: AgentState | None = None
+        try:
+            state, inputs = await self._prepare()
+            want = self.want
+            if StreamEvent.MESSAGE in want:
+                for message in inputs:
+                    yield self._chunk(
+                        StreamEvent.MESSAGE,
+                        message=message,
+                        metadata={"status": "invoking_graph", "reason": "input message"},
                     )
-                # the state is kept for the thread's next run only at the low granularity (the
-                # others hand out parts of it) and with a checkpointer; then the messages
-                # handed out are copies, so what the caller does with them changes nothing
-                keep = (
-                    self.granularity == ResponseGranularity.LOW
-                    and app.checkpointer is not None
-                    and self.version is not None
-                )
-                self.result = self._result(state, inputs, copies=keep)
-                if keep:
-                    app._remember(thread_id, self.version, state)
-            except BaseException as exc:
-                if state is not None:
-                    await self._record_failure(state, exc)
-                if isinstance(exc, Exception) and StreamEvent.ERROR in self.want:
-                    yield self._chunk(StreamEvent.ERROR, data=_error_data(exc))
-                raise
+            if StreamEvent.UPDATES in want:
+                yield self._update("invoking_graph")
+            # closed here if the consumer stops early: in this task, so that the steps' own
+            # cleanup (scopes, running nodes, model streams) runs in their context
+            steps = self._steps(state)
+            try:
+                async for chunk in steps:
+                    yield chunk
             finally:
-                app._active.pop(thread_id, None)
+                await steps.aclose()
+            if StreamEvent.UPDATES in want:
+                yield self._update(
+                    "graph_invoked",
+                    time_taken=time.perf_counter() - started,
+                    token_usage=self.token_usage(),
+                )
+            # the state is kept for the thread's next run only at the low granularity (the
+            # others hand out parts of it) and with a checkpointer; then the messages handed
+            # out are copies, so what the caller does with them changes nothing
+            keep = (
+                self.granularity == ResponseGranularity.LOW
+                and app.checkpointer is not None
+                and self.version is not None
+            )
+            self.result = self._result(state, inputs, copies=keep)
+            if keep:
+                app._remember(thread_id, self.version, state)
+        except BaseException as exc:
+            if state is not None:
+                await self._record_failure(state, exc)
+            if isinstance(exc, Exception) and StreamEvent.ERROR in self.want:
+                yield self._chunk(StreamEvent.ERROR, data=_error_data(exc))
+            raise
+        finally:
+            self.guard.close()
+            app._active.pop(thread_id, None)
+            app._end_turn(turn)
 
     async def _prepare(self) -> tuple[AgentState, list[Message]]:
         """Load (or create) the thread's state and apply the run's input to it: new messages,
@@ -347,7 +359,7 @@ class Run:
             await app.checkpointer.aclear_stop_request(thread_id)
         before = state.context
         if messages:
-            state.context = app._merge_messages(before, messages)
+            set_fields(state, context=app._merge_messages(before, messages))
         # a fork from an earlier version rewrites the log to that version's history
         added = (
             None
@@ -362,7 +374,7 @@ class Run:
         want = self.want
         limit = self.settings.recursion_limit
         if self.next_names is None:
-            frontier = await self._route(state, [(START, NodeOutput())])
+            frontier = await self._route(state, (START,), (None,))
         else:  # continue an unfinished run where it stopped
             frontier = sorted(
                 (app._specs[n] for n in self.next_names if n in app._specs), key=_by_index
@@ -489,8 +501,7 @@ class Run:
                 self._apply(state, frontier, outputs, views, pre, pre_len)
                 added = tail(before, state.context, app._append_only)
                 steps += 1
-                meta.step += 1
-                meta.current_node = frontier[-1].name
+                set_fields(meta, step=pre_step + 1)
                 answers = meta.internal_data.get("answers")
                 if answers:  # this step's interrupts are answered and done with
                     for spec in frontier:
@@ -498,9 +509,7 @@ class Run:
                     for key in [k for k in answers if k.startswith("tool:")]:
                         del answers[key]
                 ran = frontier
-                frontier = await self._route(
-                    state, list(zip((s.name for s in ran), outputs, strict=True))
-                )
+                frontier = await self._route(state, [s.name for s in ran], outputs)
                 if app.checkpointer is not None:  # where to continue an unfinished run
                     meta.internal_data["next"] = [s.name for s in frontier]
                     meta.internal_data["deferred"] = sorted(self.deferred)
@@ -518,7 +527,7 @@ class Run:
                 self.version = await self._save(state, self.version, added)
             except BaseException:
                 restore(state, pre, pre_len)
-                meta.step = pre_step
+                set_fields(meta, step=pre_step)
                 raise
             new_messages = state.context if added is None else added
             self.produced.extend(new_messages)
@@ -721,7 +730,7 @@ class Run:
             replaced.append(changes)
         messages = [m for out in outputs for m in out.messages]
         if messages:
-            state.context = self.app._merge_messages(state.context, messages)
+            set_fields(state, context=self.app._merge_messages(state.context, messages))
         for spec, out, changes in zip(specs, outputs, replaced, strict=True):
             for key, value in changes.items():
                 assign(state, key, value, f"node {spec.name!r}")
@@ -730,15 +739,22 @@ class Run:
     # -- routing ---------------------------------------------------------------------------
 
     async def _route(
-        self, state: AgentState, ran: Sequence[tuple[str, NodeOutput]]
+        self, state: AgentState, names: Sequence[str], outputs: Sequence[NodeOutput | None]
     ) -> list[NodeSpec]:
-        """The nodes of the next step, in graph order (joins wait for upstream branches)."""
+        """The nodes of the next step, in graph order (joins wait for upstream branches), after
+        the nodes `names` ran and returned `outputs`."""
         app = self.app
+        if len(names) == 1 and not self.deferred:
+            out = outputs[0]
+            if out is None or out.goto is None:
+                fixed = app._fixed_next.get(names[0])
+                if fixed is not None:  # plain edges to at most one node: nothing to decide
+                    return [app._specs[n] for n in fixed]
         routing = app._routing
         pending = set(self.deferred)
         app_nodes = app._specs
-        for name, out in ran:
-            if out.goto is not None:
+        for name, out in zip(names, outputs, strict=True):
+            if out is not None and out.goto is not None:
                 targets: Sequence[str] = out.goto
                 for target in targets:
                     if target != END and target not in app_nodes:
@@ -804,12 +820,6 @@ class Run:
         answers = state.execution_meta.internal_data.get("answers")
         given = list(answers.get(f"node:{spec.name}", ())) if answers else []
         return InterruptScope("node", spec.name, spec.name, given, ledger=self.ledger)
-
-    @functools.cached_property
-    def ledger(self) -> ToolLedger | None:
-        """Where this run's tool calls record their results; None without a checkpointer."""
-        checkpointer = self.app.checkpointer
-        return None if checkpointer is None else ToolLedger(checkpointer, self.settings.thread_id)
 
     async def _pause(
         self,
@@ -883,7 +893,7 @@ class Run:
 
 
 def _mark_completed(meta: ExecutionState) -> None:
-    meta.status = ExecutionStatus.COMPLETED
+    set_fields(meta, status=ExecutionStatus.COMPLETED)
     for key in ("next", "deferred", "answers"):
         meta.internal_data.pop(key, None)
 
