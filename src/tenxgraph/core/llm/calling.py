@@ -29,7 +29,7 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
     """One complete answer from the first model in `routes` that gives one."""
     failures: list[tuple[str, ModelError]] = []
     for route in routes:
-        asked = dataclasses.replace(request, model=route.model)
+        asked = _for_model(request, route.model)
         attempt = 0
         while True:
             try:
@@ -52,7 +52,7 @@ async def stream(
     already shown that text."""
     failures: list[tuple[str, ModelError]] = []
     for route in routes:
-        asked = dataclasses.replace(request, model=route.model)
+        asked = _for_model(request, route.model)
         attempt = 0
         while True:
             started = False
@@ -77,6 +77,10 @@ async def stream(
                 attempt += 1
                 await retry.sleep(wait)
     raise _final(failures)
+
+
+def _for_model(request: ModelRequest, model: str) -> ModelRequest:
+    return request if request.model == model else dataclasses.replace(request, model=model)
 
 
 def _retry_wait(error: ModelError, attempt: int, config: RetryConfig) -> float | None:

@@ -126,8 +126,11 @@ class LiteLLMClient:
             response = await load_litellm().acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
-        hidden = getattr(response, "_hidden_params", None) or {}
-        return message_from_response(response, provider, request.model, hidden.get("response_cost"))
+        # litellm keeps the price in a private attribute; read without pydantic's __getattr__
+        private = getattr(response, "__pydantic_private__", None)
+        hidden = private.get("_hidden_params") if private else None
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        return message_from_response(response, provider, request.model, cost)
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[Message]:
         provider, kwargs = self._prepare(request, stream=True)

@@ -6,13 +6,14 @@ Pure functions over litellm's OpenAI-shaped objects; they never import litellm t
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenxgraph.core.state import Message, TokenUsages
-from tenxgraph.core.state._construct import trusted
-from tenxgraph.core.state.message import _text_message, generate_id
+from tenxgraph.core.state._construct import assemble, template, trusted
+from tenxgraph.core.state.message import _TEXT_BLOCK, _new_id, _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
     ReasoningBlock,
@@ -35,16 +36,71 @@ def message_from_response(
 ) -> Message:
     """A complete assistant `Message` from a litellm `ModelResponse` (or its dict)."""
     raw = response if isinstance(response, dict) else response.model_dump()
-    raw = scrub(raw)
-    choices = raw.get("choices") or [{}]
-    choice = choices[0]
+    if _has_secret(raw):
+        raw = _scrub(raw)
+    choices = raw.get("choices")
+    choice = choices[0] if choices else {}
     wire = choice.get("message") or {}
+    fingerprint = raw.get("system_fingerprint")
+    extra = {"system_fingerprint": fingerprint} if fingerprint else {}
+    reasoning = wire.get("reasoning_content")
+    if not (reasoning and isinstance(reasoning, str)):
+        reasoning = wire.get("reasoning")
+        if not isinstance(reasoning, str):
+            reasoning = ""
+    if wire.get("thinking_blocks") or wire.get("tool_calls"):
+        return _drafted(raw, choice, wire, reasoning, extra, provider, model, response_cost)
+    # the usual answer, text (and reasoning) only: built straight, it is on every model call
+    content = wire.get("content")
+    text = content if isinstance(content, str) else _text_of(content)
+    blocks: list[ContentBlock] = []
+    if reasoning:
+        blocks.append(trusted(ReasoningBlock, summary=reasoning))
+    if text:
+        block = _TEXT_BLOCK.copy()
+        block["text"] = text
+        block["annotations"] = []
+        blocks.append(assemble(TextBlock, block, {"text"}))
+    fields = _ANSWER.copy()
+    fields["message_id"] = _new_id()
+    fields["content"] = blocks
+    fields["reasoning"] = reasoning or None
+    fields["timestamp"] = time.time()
+    fields["metadata"] = _metadata(
+        provider,
+        raw.get("model") or model,
+        choice.get("finish_reason"),
+        raw.get("id"),
+        response_cost,
+        None,
+        extra,
+    )
+    fields["usages"] = token_usages(raw.get("usage"))
+    fields["raw"] = raw
+    return assemble(Message, fields, set(_ANSWER_SET))
+
+
+_ANSWER = template(Message, message_id="", role="assistant", content=[])
+_ANSWER_SET = frozenset(
+    {"message_id", "role", "content", "tools_calls", "reasoning", "metadata", "usages", "raw"}
+)
+
+
+def _drafted(
+    raw: dict[str, Any],
+    choice: dict[str, Any],
+    wire: dict[str, Any],
+    reasoning: str,
+    extra: dict[str, Any],
+    provider: str | None,
+    model: str,
+    response_cost: float | None,
+) -> Message:
+    """An answer with thinking blocks or tool calls, put together by a `Draft`."""
     draft = Draft(response_id=raw.get("id"), model=raw.get("model") or model)
     draft.finish_reason = choice.get("finish_reason")
     draft.text = _text_of(wire.get("content"))
-    draft.reasoning = (
-        _str_or_none(wire.get("reasoning_content")) or _str_or_none(wire.get("reasoning")) or ""
-    )
+    draft.reasoning = reasoning
     for position, block in enumerate(wire.get("thinking_blocks") or ()):
         if block.get("type") == "redacted_thinking":  # encrypted: only the provider reads it
             draft.add_thinking(position, None, block.get("data"), redacted=True)
@@ -56,10 +112,34 @@ def message_from_response(
             position, call.get("id"), function.get("name"), function.get("arguments")
         )
     draft.usage = raw.get("usage")
-    if raw.get("system_fingerprint"):
-        draft.extra["system_fingerprint"] = raw["system_fingerprint"]
+    draft.extra.update(extra)
     draft.cost = response_cost
     return draft.build(provider, raw)
+
+
+def _metadata(
+    provider: str | None,
+    model: str | None,
+    finish_reason: str | None,
+    response_id: str | None,
+    cost: float | None,
+    errors: dict[str, str] | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """An answer's `metadata`: where it came from, why it ended, what it cost."""
+    metadata: dict[str, Any] = {
+        "provider": provider,
+        "model": model,
+        "finish_reason": finish_reason,
+        "response_id": response_id,
+    }
+    if cost is not None:
+        metadata["cost"] = cost
+    if errors:
+        metadata["tool_call_errors"] = errors
+    if extra:
+        metadata.update(extra)
+    return metadata
 
 
 def _text_of(content: Any) -> str:
@@ -157,17 +237,15 @@ class Draft:
                 errors[call_id] = error
             content.append(trusted(ToolCallBlock, id=call_id, name=call.name, args=args))
             tools_calls.append(openai_tool_call(call_id, call.name, arguments or "{}"))
-        metadata: dict[str, Any] = {
-            "provider": provider,
-            "model": self.model,
-            "finish_reason": self.finish_reason,
-            "response_id": self.response_id,
-        }
-        if self.cost is not None:
-            metadata["cost"] = self.cost
-        if errors:
-            metadata["tool_call_errors"] = errors
-        metadata.update(self.extra)
+        metadata = _metadata(
+            provider,
+            self.model,
+            self.finish_reason,
+            self.response_id,
+            self.cost,
+            errors,
+            self.extra,
+        )
         reasoning = self.reasoning or "".join(t for t, _ in self.thinking.values()) or None
         # every value here was checked or built above: skip validating it all again
         return trusted(
@@ -230,36 +308,46 @@ def _as_dict(value: Any) -> dict[str, Any] | None:
 def token_usages(usage: Any) -> TokenUsages | None:
     """`TokenUsages` from an OpenAI/litellm usage object or dict; cached and cache-write
     prompt tokens, reasoning, image and audio tokens included when the provider reports them."""
-    data = _as_dict(usage)
+    data = usage if isinstance(usage, dict) else _as_dict(usage)
     if not data:
         return None
-    prompt = _int(data.get("prompt_tokens"))
-    completion = _int(data.get("completion_tokens"))
-    prompt_details = _as_dict(data.get("prompt_tokens_details")) or {}
-    completion_details = _as_dict(data.get("completion_tokens_details")) or {}
-    cached = _int(data.get("cache_read_input_tokens")) or _int(prompt_details.get("cached_tokens"))
-    created = _int(data.get("cache_creation_input_tokens")) or _int(
-        prompt_details.get("cache_creation_tokens")
-    )
-    return trusted(
-        TokenUsages,
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=_int(data.get("total_tokens")) or prompt + completion,
-        reasoning_tokens=_int(completion_details.get("reasoning_tokens")),
-        cache_read_input_tokens=cached,
-        cache_creation_input_tokens=created,
-        image_tokens=_int(prompt_details.get("image_tokens")),
-        audio_tokens=_int(prompt_details.get("audio_tokens")),
-    )
+    prompt_details = data.get("prompt_tokens_details") or _NONE
+    if not isinstance(prompt_details, dict):
+        prompt_details = _as_dict(prompt_details) or _NONE
+    completion_details = data.get("completion_tokens_details") or _NONE
+    if not isinstance(completion_details, dict):
+        completion_details = _as_dict(completion_details) or _NONE
+    fields = _USAGE.copy()
+    for name, source, key in _USAGE_SOURCES:
+        value = (data, prompt_details, completion_details)[source].get(key)
+        # a count (not None, a bool or a float); the first place that has it wins
+        if type(value) is int and value and not fields[name]:
+            fields[name] = value
+    if not fields["total_tokens"]:
+        fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
+    return assemble(TokenUsages, fields, set(_USAGE))
+
+
+_NONE: dict[str, Any] = {}
+_USAGE = template(TokenUsages, prompt_tokens=0, completion_tokens=0, total_tokens=0)
+# (field, where: 0 usage, 1 its prompt details, 2 its completion details, key), in order of
+# preference when two places report the same count
+_USAGE_SOURCES = (
+    ("prompt_tokens", 0, "prompt_tokens"),
+    ("completion_tokens", 0, "completion_tokens"),
+    ("total_tokens", 0, "total_tokens"),
+    ("reasoning_tokens", 2, "reasoning_tokens"),
+    ("cache_read_input_tokens", 0, "cache_read_input_tokens"),
+    ("cache_read_input_tokens", 1, "cached_tokens"),
+    ("cache_creation_input_tokens", 0, "cache_creation_input_tokens"),
+    ("cache_creation_input_tokens", 1, "cache_creation_tokens"),
+    ("image_tokens", 1, "image_tokens"),
+    ("audio_tokens", 1, "audio_tokens"),
+)
 
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def scrub(value: Any) -> Any:
