@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import json
 import os
 import socket
@@ -241,8 +242,14 @@ def build(framework: str, api_base: str) -> tuple[Stream, Call, Loop]:
     g.add_edge("agent", END)
     app = g.compile(checkpointer=InMemoryCheckpointer())
 
+    # Inputs are made ahead, as the bare calls' messages are: the same user Message each
+    # time (a run keeps a copy of its input, never the caller's object) and a new thread id
+    # from a counter (a uuid4 would cost more than some of the steps measured)
+    question = Message.text_message("hi")
+    threads = (f"bench-{uuid.uuid4().hex[:8]}-{i}" for i in itertools.count())
+
     def turn() -> tuple[dict[str, Any], dict[str, Any]]:
-        return {"messages": [Message.text_message("hi")]}, {"thread_id": uuid.uuid4().hex}
+        return {"messages": [question]}, {"thread_id": next(threads)}
 
     async def stream_tenxgraph() -> tuple[int, str]:
         count = 0
@@ -358,9 +365,9 @@ async def paired_call_added(
 
     _, bare, bare_loop = build("litellm", api_base)
     client = LiteLLMClient()
-    request = ModelRequest(
-        MODEL, [Message.text_message("hi")], settings={"api_base": api_base, "api_key": "x"}
-    )
+    question = Message.text_message("hi")
+    threads = (f"paired-{i}" for i in itertools.count())
+    request = ModelRequest(MODEL, [question], settings={"api_base": api_base, "api_key": "x"})
 
     async def client_call() -> str:
         return (await client.acomplete(request)).text()
@@ -372,9 +379,7 @@ async def paired_call_added(
     bare_app = graph.compile()
 
     async def graph_call() -> str:
-        result = await bare_app.ainvoke(
-            {"messages": [Message.text_message("hi")]}, {"thread_id": uuid.uuid4().hex}
-        )
+        result = await bare_app.ainvoke({"messages": [question]}, {"thread_id": next(threads)})
         return result["messages"][-1].text()  # type: ignore[no-any-return]
 
     layers: tuple[tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int], ...]
