@@ -141,7 +141,7 @@ class Agent:
     # -- the node --------------------------------------------------------------------------
 
     async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
-        view = await self._view(state, config)
+        view = await self._view(state, config) if self.trim_context else state
         if config.get("is_stream"):
             final: Message | None = None
             retried = False
@@ -173,10 +173,11 @@ class Agent:
                     final = await self._complete(view)
                 except ModelContextWindowError as again:
                     raise self._still_too_long(again) from None
-        made = view.execution_meta.internal_data.get(RECORD)
-        if made is not state.execution_meta.internal_data.get(RECORD):  # a new summary
-            state.execution_meta.internal_data[RECORD] = made
-            yield {"context_summary": view.context_summary}
+        if view is not state:  # trimmed: the context manager may have a new summary
+            made = view.execution_meta.internal_data.get(RECORD)
+            if made is not state.execution_meta.internal_data.get(RECORD):
+                state.execution_meta.internal_data[RECORD] = made
+                yield {"context_summary": view.context_summary}
         yield self._finish(final)
 
     async def _view(self, state: AgentState, config: dict[str, Any]) -> AgentState:
@@ -228,7 +229,7 @@ class Agent:
             messages.append(Message.text_message(SUMMARY_NOTE + state.context_summary, "system"))
         messages.extend(state.context)
         messages.extend(self.extra_messages)
-        tools = await self._tool_schemas()
+        tools = [] if self._tools is None else await self._tool_schemas()
         return ModelRequest(
             model=self._routes[0].model,
             messages=messages,

@@ -78,7 +78,8 @@ class CompiledGraph:
     # -- running ---------------------------------------------------------------------------
 
     def _run(self, input_data: Input, config: Config, granularity: Any, streaming: bool) -> Run:
-        granularity = ResponseGranularity(granularity)
+        if type(granularity) is not ResponseGranularity:
+            granularity = ResponseGranularity(granularity)
         settings = RunSettings.from_config(config, streaming)
         want = WANTED[granularity] if streaming else frozenset()
         return Run(self, input_data, settings, want, granularity)

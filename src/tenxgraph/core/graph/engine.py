@@ -103,7 +103,7 @@ class RunSettings:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"config['recursion_limit'] must be a positive int, got {limit!r}")
         timeout = given.get("node_timeout", DEFAULT_NODE_TIMEOUT_SECONDS)
-        if timeout is not None and not isinstance(timeout, int | float):
+        if timeout is not None and not isinstance(timeout, (int, float)):
             raise ValueError(f"config['node_timeout'] must be seconds or None, got {timeout!r}")
         given.update(thread_id=thread_id, run_id=run_id, recursion_limit=limit, is_stream=streaming)
         given.setdefault("user_id", DEFAULT_ANONYMOUS_USER_ID)
@@ -115,6 +115,7 @@ class RunSettings:
 
 
 _DONE = object()
+_INPUT_KEYS = frozenset({"messages", "state", "resume"})
 
 
 class Run:
@@ -270,8 +271,8 @@ class Run:
                 "Input must be a dict like {'messages': [Message, ...], 'state': {...}}, "
                 f"not {type(data).__name__}"
             )
-        unknown = set(data) - {"messages", "state", "resume"}
-        if unknown:
+        if not _INPUT_KEYS.issuperset(data):
+            unknown = set(data) - _INPUT_KEYS
             raise ValueError(
                 f"Unknown input key(s) {sorted(unknown)}; the input takes 'messages', 'state' "
                 "and 'resume'"
@@ -292,9 +293,10 @@ class Run:
             )
         meta = state.execution_meta
         internal = meta.internal_data
-        waiting = meta.is_interrupted() and bool(meta.interrupt_data)
+        interrupted = meta.is_interrupted()
+        waiting = interrupted and bool(meta.interrupt_data)
         if "resume" in data:
-            if version is None or not meta.is_interrupted():
+            if version is None or not interrupted:
                 status = "new" if version is None else meta.status.value
                 raise ValueError(
                     f"Nothing to resume: thread {thread_id!r} is not paused (status {status}). "
@@ -453,8 +455,10 @@ class Run:
                                     raise node_error(spec, exc) from exc
                                 finally:
                                     guard.armed = False
-                                if isinstance(item, Message) and item.delta:
-                                    if stream_deltas:
+                                if isinstance(item, Message):
+                                    if not item.delta:  # a whole message: into the output
+                                        output.messages.append(item)
+                                    elif stream_deltas:
                                         yield self._message_chunk(item)
                                 elif isinstance(item, NodeEvent):
                                     if want:
@@ -655,8 +659,10 @@ class Run:
             if spec.kind == ASYNC_GEN:
                 output = NodeOutput()
                 async for item in spec.call(state, config):
-                    if isinstance(item, Message) and item.delta:
-                        if stream_deltas:
+                    if isinstance(item, Message):
+                        if not item.delta:
+                            output.messages.append(item)
+                        elif stream_deltas:
                             queue.put_nowait(self._message_chunk(item))
                     elif isinstance(item, NodeEvent):
                         if self.want:

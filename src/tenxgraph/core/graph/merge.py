@@ -3,6 +3,7 @@ the state, merging through reducers, validating assigned fields, copying what is
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -86,18 +87,35 @@ def set_fields(model: BaseModel, **values: Any) -> None:
 
 
 def copy_message(message: Message) -> Message:
-    """A copy sharing nothing mutable with `message`.
-
-    Rebuilding from a dump is about twice as fast as `deepcopy`; a pydantic model in
-    `parsed_content` would come back as a dict that way, so such messages are deep-copied."""
-    if isinstance(message.parsed_content, BaseModel):
-        return message.model_copy(deep=True)
+    """A copy sharing nothing mutable with `message`: plain text messages by the fast path for
+    them, others field by field (about half the cost of pydantic's dump and validate)."""
     plain = copy_plain_text(message)
     if plain is not None:
         return plain
-    copy = type(message).model_validate(message.model_dump())
-    copy.__pydantic_fields_set__ = set(message.model_fields_set)
-    return copy
+    return _copied(message)  # type: ignore[no-any-return]
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of JSON-like data and of pydantic models made of it, without validation
+    (the values are valid already); anything else goes through `copy.deepcopy`."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
+    if cls is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if cls is list:
+        return [_copied(v) for v in value]
+    if (
+        isinstance(value, BaseModel)
+        and value.__pydantic_extra__ is None
+        and value.__pydantic_private__ is None
+    ):
+        fields = {k: _copied(v) for k, v in value.__dict__.items()}
+        return assemble(cls, fields, set(value.__pydantic_fields_set__))
+    return copy.deepcopy(value)
 
 
 def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:

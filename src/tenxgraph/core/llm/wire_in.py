@@ -357,18 +357,28 @@ def scrub(value: Any) -> Any:
 
 
 _CONTAINERS = (dict, list)
+# key -> whether it may hold a credential: responses use the same few dozen keys every time,
+# so each is lower-cased and looked up once (bounded, for providers that put ids in keys)
+_VERDICTS: dict[Any, bool] = {}
+_MAX_VERDICTS = 4096
 
 
 def _has_secret(value: Any) -> bool:
     if isinstance(value, dict):
+        verdicts = _VERDICTS
         for k, v in value.items():
-            if isinstance(k, str) and k.lower() in _SECRET_KEYS:
-                return True
-            if isinstance(v, _CONTAINERS) and _has_secret(v):
+            secret = verdicts.get(k)
+            if secret is None:
+                secret = isinstance(k, str) and k.lower() in _SECRET_KEYS
+                if len(verdicts) < _MAX_VERDICTS:
+                    verdicts[k] = secret
+            if secret or (isinstance(v, _CONTAINERS) and _has_secret(v)):
                 return True
         return False
     if isinstance(value, list):
-        return any(isinstance(v, _CONTAINERS) and _has_secret(v) for v in value)
+        for v in value:
+            if isinstance(v, _CONTAINERS) and _has_secret(v):
+                return True
     return False
 
 
