@@ -48,6 +48,7 @@ from tenxgraph.core.graph.node import (
     NodeSpec,
     normalize,
 )
+from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
@@ -732,15 +733,21 @@ class Run:
                 for key, value in returned.__dict__.items():
                     if key not in RUNTIME_FIELDS and value is not pre[key]:
                         changes[key] = value
-            out.messages[:0] = extra
+            if extra:
+                out.messages[:0] = extra
             replaced.append(changes)
-        messages = [m for out in outputs for m in out.messages]
+        if len(outputs) == 1:
+            messages = outputs[0].messages
+        else:
+            messages = [m for out in outputs for m in out.messages]
         if messages:
             set_fields(state, context=self.app._merge_messages(state.context, messages))
         for spec, out, changes in zip(specs, outputs, replaced, strict=True):
-            for key, value in changes.items():
-                assign(state, key, value, f"node {spec.name!r}")
-            merge_fields(self.app, state, out.fields, f"node {spec.name!r}")
+            if changes or out.fields:
+                who = f"node {spec.name!r}"
+                for key, value in changes.items():
+                    assign(state, key, value, who)
+                merge_fields(self.app, state, out.fields, who)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -757,8 +764,16 @@ class Run:
                 if fixed is not None:  # plain edges to at most one node: nothing to decide
                     return [app._specs[n] for n in fixed]
         routing = app._routing
-        pending = set(self.deferred)
         app_nodes = app._specs
+        if len(names) == 1 and not self.deferred:
+            out = outputs[0]
+            if out is None or out.goto is None:  # one node's edges and conditions decide
+                led_to = await self._targets(state, names[0], routing, app_nodes)
+                following = [t for t in led_to if t != END]
+                if len(following) <= 1:  # nothing to wait for or to order
+                    return [app_nodes[t] for t in following]
+                return self._runnable(set(following), routing, app_nodes)
+        pending = set(self.deferred)
         for name, out in zip(names, outputs, strict=True):
             if out is not None and out.goto is not None:
                 targets: Sequence[str] = out.goto
@@ -771,16 +786,30 @@ class Run:
                             {"node": name, "goto": target},
                         )
             else:
-                targets = list(routing.static.get(name, ()))
-                for branch in routing.branches.get(name, ()):
-                    value = branch.call(state, self.settings.node_config)
-                    if branch.is_async or inspect.isawaitable(value):
-                        value = await value
-                    targets.extend(branch.resolve(value, app_nodes))
+                targets = await self._targets(state, name, routing, app_nodes)
             pending.update(t for t in targets if t != END)
         if not pending:
             self.deferred = set()
             return []
+        return self._runnable(pending, routing, app_nodes)
+
+    async def _targets(
+        self, state: AgentState, name: str, routing: Routing, app_nodes: dict[str, NodeSpec]
+    ) -> list[str]:
+        """Where node `name`'s edges and conditions lead (END included)."""
+        targets = list(routing.static.get(name, ()))
+        for branch in routing.branches.get(name, ()):
+            value = branch.call(state, self.settings.node_config)
+            if branch.is_async or inspect.isawaitable(value):
+                value = await value
+            targets.extend(branch.resolve(value, app_nodes))
+        return targets
+
+    def _runnable(
+        self, pending: set[str], routing: Routing, app_nodes: dict[str, NodeSpec]
+    ) -> list[NodeSpec]:
+        """The pending nodes that may run now, in graph order; a join waits while a node
+        that leads to it is pending too. The others are deferred."""
         runnable = [
             n
             for n in pending
