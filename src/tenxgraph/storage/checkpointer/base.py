@@ -65,19 +65,39 @@ def encode_header(state: AgentState, thread_id: str | None = None) -> str:
     is the row's own (the runtime owns that class), and an empty `context_summary` is left
     out. `decode_state` puts them back."""
     meta_state = state.execution_meta
+    serializer = meta_state.__pydantic_serializer__
     if thread_id is not None and meta_state.thread_id == thread_id:
-        meta = meta_state.model_dump_json(exclude_defaults=True, exclude={"thread_id"})
+        meta = serializer.to_json(meta_state, exclude_defaults=True, exclude=_THREAD_ID).decode()
     else:
-        meta = meta_state.model_dump_json(exclude_defaults=True)
+        meta = serializer.to_json(meta_state, exclude_defaults=True).decode()
         if meta_state.thread_id is None:  # say so: an absent id means "the row's"
             meta = meta[:-1] + ("," if meta != "{}" else "") + '"thread_id":null}'
-    skip = {"context", "execution_meta"}
     if state.context_summary is None:
-        skip.add("context_summary")
+        if not (_has_own_fields(type(state)) or state.__pydantic_extra__):
+            # the plain AgentState: nothing else to write
+            return '{"execution_meta":' + meta + "}"
+        skip = _NO_SUMMARY
+    else:
+        skip = _RUNTIME
     rest = state.model_dump_json(exclude=skip)
     if rest == "{}":
         return '{"execution_meta":' + meta + "}"
     return rest[:-1] + ',"execution_meta":' + meta + "}"
+
+
+# field names left out of a header (sets, as pydantic takes them; never changed)
+_THREAD_ID = {"thread_id"}
+_RUNTIME = {"context", "execution_meta"}
+_NO_SUMMARY = {"context", "execution_meta", "context_summary"}
+_OWN_FIELDS: dict[type[AgentState], bool] = {}
+
+
+def _has_own_fields(state_type: type[AgentState]) -> bool:
+    """Whether a state class has fields of its own besides the runtime's three."""
+    found = _OWN_FIELDS.get(state_type)
+    if found is None:
+        found = _OWN_FIELDS[state_type] = not _NO_SUMMARY.issuperset(state_type.model_fields)
+    return found
 
 
 def encode_message(message: Message) -> str:
