@@ -15,6 +15,7 @@ from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normaliz
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.sync_bridge import LoopThread
 from tenxgraph.core.state import AgentState, StreamChunk
+from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
@@ -49,7 +50,9 @@ class CompiledGraph:
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
     ) -> None:
-        self._template = state.model_dump(mode="json")
+        # every new thread starts from a copy of this: the given state, as it would come
+        # back from storage
+        self._initial = type(state).model_validate(state.model_dump(mode="json"))
         self.state_type: type[AgentState] = type(state)
         self._specs = specs
         self._routing = routing
@@ -281,7 +284,7 @@ class CompiledGraph:
         del self._turns[key]
 
     def _new_state(self) -> AgentState:
-        return self.state_type.model_validate(self._template)
+        return copied(self._initial)
 
     async def _checkout(
         self, thread_id: str, version: int | None = None

@@ -3,7 +3,6 @@ the state, merging through reducers, validating assigned fields, copying what is
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -11,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from tenxgraph.core.exceptions import NodeError
 from tenxgraph.core.graph.node import FieldUpdates, NodeOutput
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.core.state._construct import assemble
+from tenxgraph.core.state._construct import assemble, copied
 from tenxgraph.core.state.message import copy_plain_text
 
 if TYPE_CHECKING:
@@ -92,30 +91,7 @@ def copy_message(message: Message) -> Message:
     plain = copy_plain_text(message)
     if plain is not None:
         return plain
-    return _copied(message)  # type: ignore[no-any-return]
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of JSON-like data and of pydantic models made of it, without validation
-    (the values are valid already); anything else goes through `copy.deepcopy`."""
-    cls = type(value)
-    if cls in _SCALARS:
-        return value
-    if cls is dict:
-        return {k: _copied(v) for k, v in value.items()}
-    if cls is list:
-        return [_copied(v) for v in value]
-    if (
-        isinstance(value, BaseModel)
-        and value.__pydantic_extra__ is None
-        and value.__pydantic_private__ is None
-    ):
-        fields = {k: _copied(v) for k, v in value.__dict__.items()}
-        return assemble(cls, fields, set(value.__pydantic_fields_set__))
-    return copy.deepcopy(value)
+    return copied(message)
 
 
 def tail(before: list[Message], after: list[Message], append_only: bool) -> list[Message] | None:

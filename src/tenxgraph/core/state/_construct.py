@@ -8,6 +8,7 @@ with values of the declared types; anything from users goes through normal valid
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, Enum)
 
@@ -82,3 +84,27 @@ def assemble(cls: type[M], fields: dict[str, Any], fields_set: set[str]) -> M:
     _set_extra(model, None)
     _set_private(model, None)
     return model
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def copied(value: T) -> T:
+    """A deep copy of JSON-like data and of pydantic models made of it, built without
+    validation (the values are valid already); anything else goes through `copy.deepcopy`.
+    About half the cost of a model's dump and validate."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
+    if cls is dict:
+        return {k: copied(v) for k, v in value.items()}  # type: ignore[attr-defined,return-value]
+    if cls is list:
+        return [copied(v) for v in value]  # type: ignore[attr-defined,return-value]
+    if (
+        isinstance(value, BaseModel)
+        and value.__pydantic_extra__ is None
+        and value.__pydantic_private__ is None
+    ):
+        fields = {k: copied(v) for k, v in value.__dict__.items()}
+        return assemble(cls, fields, set(value.__pydantic_fields_set__))  # type: ignore[type-var]
+    return copy.deepcopy(value)
