@@ -293,15 +293,55 @@ class Run:
                 "e.g. {'messages': [Message.text_message('Hello')]}"
             )
         meta = state.execution_meta
+        if version is not None:  # a thread that ran before: where did it stop?
+            self._continue(state, data, bool(messages))
+        updates = data.get("state")
+        if updates:
+            self._set_input_fields(state, updates)
+        set_fields(
+            meta,
+            status=ExecutionStatus.RUNNING,
+            thread_id=thread_id,
+            interrupted_node=None,
+            interrupt_reason=None,
+            interrupt_data=None,
+            stop_current_execution=StopRequestStatus.NONE,
+        )
+        if self.next_names is None:
+            set_fields(meta, current_node=START)
+        meta.internal_data.pop("error", None)
+        checkpointer = app.checkpointer
+        if (
+            version is not None
+            and checkpointer is not None
+            and await checkpointer.ais_stop_requested(thread_id)
+        ):
+            await checkpointer.aclear_stop_request(thread_id)
+        before = state.context
+        if messages:
+            set_fields(state, context=app._merge_messages(before, messages))
+        # a fork from an earlier version rewrites the log to that version's history
+        added = (
+            None
+            if forked
+            else log_entries(before, state.context, app._append_only, version is None)
+        )
+        self.version = await self._save(state, version, added)
+        return state, given
+
+    def _continue(self, state: AgentState, data: dict[str, Any], new_turn: bool) -> None:
+        """For a thread that ran before: take the answer to the interrupt it is paused at,
+        refuse a new turn while it waits for one, and find where its unfinished run stopped."""
+        thread_id = self.settings.thread_id
+        meta = state.execution_meta
         internal = meta.internal_data
         interrupted = meta.is_interrupted()
         waiting = interrupted and bool(meta.interrupt_data)
         if "resume" in data:
-            if version is None or not interrupted:
-                status = "new" if version is None else meta.status.value
+            if not interrupted:
                 raise ValueError(
-                    f"Nothing to resume: thread {thread_id!r} is not paused (status {status}). "
-                    "Send {'messages': [...]} to start a run"
+                    f"Nothing to resume: thread {thread_id!r} is not paused (status "
+                    f"{meta.status.value}). Send {{'messages': [...]}} to start a run"
                 )
             if waiting:
                 key = str(meta.interrupt_data["key"])  # type: ignore[index]
@@ -317,19 +357,21 @@ class Run:
         # Continue the thread's unfinished run (paused, stopped, crashed or failed) when the
         # input brings no new turn; new messages start a new run, except after an error,
         # where the run is retried from the step that failed.
-        unfinished = version is not None and meta.status != ExecutionStatus.COMPLETED
-        if messages and meta.status != ExecutionStatus.ERROR:
+        unfinished = meta.status != ExecutionStatus.COMPLETED
+        if new_turn and meta.status != ExecutionStatus.ERROR:
             unfinished = False
         # where the unfinished run stopped; without a record it never finished its first
         # step (the process died in it), so it starts again from START
-        unfinished = unfinished and "next" in internal
-        self.next_names = list(internal["next"]) if unfinished else None
-        self.deferred = set(internal.get("deferred") or ()) if unfinished else set()
-        if not unfinished:  # a new run: the last one's bookkeeping must not steer it
+        if unfinished and "next" in internal:
+            self.next_names = list(internal["next"])
+            self.deferred = set(internal.get("deferred") or ())
+        else:  # a new run: the last one's bookkeeping must not steer it
             internal.pop("next", None)
             internal.pop("deferred", None)
         self.skip_breakpoint = meta.interrupt_reason == "interrupt_before"
-        updates = data.get("state") or {}
+
+    def _set_input_fields(self, state: AgentState, updates: Any) -> None:
+        """`input['state']`: field values set (validated) before the run starts."""
         if not isinstance(updates, dict):
             raise ValueError("input['state'] must be a dict of field names to values")
         reserved = RESERVED_FIELDS.intersection(updates)
@@ -338,7 +380,7 @@ class Run:
                 f"input['state'] cannot set {sorted(reserved)}: they belong to the runtime. "
                 "Send conversation turns in input['messages']; use your own fields for your data"
             )
-        fields = app._fields
+        fields = self.app._fields
         for name, value in updates.items():
             if name not in fields:
                 raise ValueError(
@@ -346,31 +388,6 @@ class Run:
                     f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
                 )
             assign(state, name, value, "input['state']")
-        set_fields(
-            meta,
-            status=ExecutionStatus.RUNNING,
-            thread_id=thread_id,
-            interrupted_node=None,
-            interrupt_reason=None,
-            interrupt_data=None,
-            stop_current_execution=StopRequestStatus.NONE,
-        )
-        if self.next_names is None:
-            set_fields(meta, current_node=START)
-        internal.pop("error", None)
-        if app.checkpointer is not None and await app.checkpointer.ais_stop_requested(thread_id):
-            await app.checkpointer.aclear_stop_request(thread_id)
-        before = state.context
-        if messages:
-            set_fields(state, context=app._merge_messages(before, messages))
-        # a fork from an earlier version rewrites the log to that version's history
-        added = (
-            None
-            if forked
-            else log_entries(before, state.context, app._append_only, version is None)
-        )
-        self.version = await self._save(state, version, added)
-        return state, given
 
     async def _steps(self, state: AgentState) -> AsyncGenerator[StreamChunk, None]:
         app = self.app
