@@ -13,7 +13,9 @@ up front, so the server costs little.
   reading every chunk; and plain non-streamed calls.
 - framework `tenxgraph`: a one-node graph START -> Agent("openai/bench", api_base=...) -> END
   on an `InMemoryCheckpointer`; the stream is `app.astream(...)` read to the end, the call is
-  `app.ainvoke(...)`, each on a fresh thread.
+  `app.ainvoke(...)`, each on a fresh thread. Inputs are made before the clock starts, as the
+  bare calls' are: one user Message, reused (a run keeps a copy of its input), and thread ids
+  from a counter.
 
 Both count the chunks that carry text and fail unless there are exactly 5,000, and check
 the assembled answer. Measures (client process only, medians after warm-ups):
@@ -348,8 +350,9 @@ async def paired_call_added(
     model client alone (request and answer conversion), a one-node graph without a
     checkpointer, and the same graph keeping its thread in memory; and per Agent step, a run
     of the looping graph (thread in memory) against 10 bare calls on a growing history,
-    divided by 10. The litellm framework
-    reports 0, so the table's "added" column shows tenxgraph's figures."""
+    divided by 10. Also the bare call's own CPU in those pairs, for scale (the machine's speed
+    moves both). The litellm framework reports 0, so the table's "added" column shows
+    tenxgraph's figures."""
     names = (
         "paired_client_added_cpu_ms",
         "paired_graph_added_cpu_ms",
@@ -357,7 +360,7 @@ async def paired_call_added(
         "paired_step_added_cpu_ms",
     )
     if framework != "tenxgraph":
-        return dict.fromkeys(names, 0.0)
+        return dict.fromkeys((*names, "paired_bare_litellm_cpu_ms"), 0.0)
     from tenxgraph.core.graph import Agent, StateGraph
     from tenxgraph.core.llm import LiteLLMClient, ModelRequest
     from tenxgraph.core.state import Message
@@ -386,6 +389,7 @@ async def paired_call_added(
     layers = ((client_call, bare, calls), (graph_call, bare, calls), (call, bare, calls))
     layers += ((loop, bare_loop, max(20, calls // 5)),)  # 10 steps a pair: fewer pairs
     figures = {}
+    floor_cpu = []
     for name, (ours, floor, pairs) in zip(names, layers, strict=True):
         differences = []
         for i in range(pairs):
@@ -396,8 +400,11 @@ async def paired_call_added(
                 await one()  # both and would only add noise
                 spent[one] = time.thread_time() - cpu
             differences.append((spent[ours] - spent[floor]) * 1e3)
+            if floor is bare:
+                floor_cpu.append(spent[floor] * 1e3)
         figures[name] = median(differences)
     figures["paired_step_added_cpu_ms"] /= LOOP_STEPS
+    figures["paired_bare_litellm_cpu_ms"] = median(floor_cpu)
     return figures
 
 
