@@ -716,3 +716,61 @@ async def test_two_agents_in_parallel_stream_interleaved_and_both_answers_are_ke
         "from b, another answer",
     ]
     assert not any(m.delta for m in state.context)
+
+
+# -- ainvoke: the Agent answers in one piece --------------------------------------------------
+
+
+class HangsWhole:
+    """A model whose non-streamed call never returns."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def acomplete(self, request: Any) -> Message:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError("unreachable")
+
+    def astream(self, request: Any) -> AsyncIterator[Message]:
+        raise AssertionError("not streamed")
+
+
+async def test_node_timeout_stops_a_hung_model_call_under_ainvoke() -> None:
+    model = HangsWhole()
+    app = linear(("agent", Agent(model, retry_config=False)))
+    with pytest.raises(NodeTimeoutError, match="agent"):
+        await app.ainvoke(inp("hi"), {"node_timeout": 0.05})
+    assert model.cancelled
+
+
+async def test_ainvoke_and_astream_store_the_same_answer() -> None:
+    recorder = Recorder("the answer")
+    app = linear(("agent", Agent(FunctionModel(recorder))), checkpointer=InMemoryCheckpointer())
+    whole = await app.ainvoke(inp("hi"), {"thread_id": "whole"})
+    async for _ in app.astream(inp("hi"), {"thread_id": "streamed"}):
+        pass
+    kept = [await app.aget_state({"thread_id": t}) for t in ("whole", "streamed")]
+    assert [m.text() for m in whole["messages"]] == ["hi", "the answer"]
+    for state in kept:
+        assert state is not None
+        assert [(m.role, m.text()) for m in state.context] == [
+            ("user", "hi"),
+            ("assistant", "the answer"),
+        ]
+
+
+async def test_an_agent_subclass_with_its_own_call_runs_through_it_under_ainvoke() -> None:
+    class Polite(Agent):
+        async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
+            async for item in super().__call__(state, config):
+                if isinstance(item, Message) and not item.delta:
+                    item.content[0].text += ", please"  # type: ignore[union-attr]
+                yield item
+
+    app = linear(("agent", Polite(FunctionModel(Recorder("sit down")))))
+    result = await app.ainvoke(inp("hi"))
+    assert result["messages"][-1].text() == "sit down, please"

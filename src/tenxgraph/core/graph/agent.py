@@ -141,44 +141,77 @@ class Agent:
     # -- the node --------------------------------------------------------------------------
 
     async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
+        if not config.get("is_stream"):
+            message, update = await self._answer(state, config)
+            if update is not None:
+                yield update
+            yield message
+            return
         view = await self._view(state, config) if self.trim_context else state
-        if config.get("is_stream"):
-            final: Message | None = None
-            retried = False
-            while final is None:
-                request = await self.build_request(view)
-                try:
-                    pieces = calling.stream(self._routes, request, self.retry_config)
-                    async with contextlib.aclosing(pieces):  # the provider stream, if we stop
-                        async for message in pieces:
-                            if message.delta:
-                                yield message
-                            else:
-                                final = message
-                except ModelContextWindowError as exc:
-                    if retried:
-                        raise self._still_too_long(exc) from None
-                    if final is not None:
-                        raise
-                    view, retried = await self._overflow(view, exc), True
-                    continue  # a context-window refusal comes before any piece
-                if final is None:
-                    raise RuntimeError(f"{self!r}: the model stream ended without a final message")
-        else:
+        final: Message | None = None
+        retried = False
+        while final is None:
+            request = await self.build_request(view)
+            try:
+                pieces = calling.stream(self._routes, request, self.retry_config)
+                async with contextlib.aclosing(pieces):  # the provider stream, if we stop
+                    async for message in pieces:
+                        if message.delta:
+                            yield message
+                        else:
+                            final = message
+            except ModelContextWindowError as exc:
+                if retried:
+                    raise self._still_too_long(exc) from None
+                if final is not None:
+                    raise
+                view, retried = await self._overflow(view, exc), True
+                continue  # a context-window refusal comes before any piece
+            if final is None:
+                raise RuntimeError(f"{self!r}: the model stream ended without a final message")
+        update = self._summary_update(state, view)
+        if update is not None:
+            yield update
+        yield self._finish(final)
+
+    async def _whole_output(self, state: AgentState, config: dict[str, Any]) -> Any:
+        """The node's output in one piece, for runs that stream nothing: the engine awaits
+        this instead of iterating `__call__` (which gives the same output)."""
+        message, update = await self._answer(state, config)
+        if update is None:
+            return message
+        update["context"] = [message]
+        return update
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__call__" in cls.__dict__:  # a node of its own: always run through it
+            cls._whole_output = None  # type: ignore[assignment]
+
+    async def _answer(
+        self, state: AgentState, config: dict[str, Any]
+    ) -> tuple[Message, dict[str, Any] | None]:
+        """One non-streamed answer, and the state update that goes with it (a new summary)."""
+        view = await self._view(state, config) if self.trim_context else state
+        try:
+            final = await self._complete(view)
+        except ModelContextWindowError as exc:
+            view = await self._overflow(view, exc)
             try:
                 final = await self._complete(view)
-            except ModelContextWindowError as exc:
-                view = await self._overflow(view, exc)
-                try:
-                    final = await self._complete(view)
-                except ModelContextWindowError as again:
-                    raise self._still_too_long(again) from None
-        if view is not state:  # trimmed: the context manager may have a new summary
-            made = view.execution_meta.internal_data.get(RECORD)
-            if made is not state.execution_meta.internal_data.get(RECORD):
-                state.execution_meta.internal_data[RECORD] = made
-                yield {"context_summary": view.context_summary}
-        yield self._finish(final)
+            except ModelContextWindowError as again:
+                raise self._still_too_long(again) from None
+        return self._finish(final), self._summary_update(state, view)
+
+    def _summary_update(self, state: AgentState, view: AgentState) -> dict[str, Any] | None:
+        """`{"context_summary": ...}` when trimming the context made a new summary."""
+        if view is state:
+            return None
+        made = view.execution_meta.internal_data.get(RECORD)
+        if made is state.execution_meta.internal_data.get(RECORD):
+            return None
+        state.execution_meta.internal_data[RECORD] = made
+        return {"context_summary": view.context_summary}
 
     async def _view(self, state: AgentState, config: dict[str, Any]) -> AgentState:
         """The state whose context the model sees: trimmed by the graph's context manager

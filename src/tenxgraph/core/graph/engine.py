@@ -446,7 +446,7 @@ class Run:
             try:
                 if len(frontier) == 1:
                     spec = frontier[0]
-                    if spec.kind == ASYNC_GEN:
+                    if spec.kind == ASYNC_GEN and (want or spec.whole is None):
                         output = NodeOutput()
                         # iterated here rather than in a helper generator: one relay less
                         # per streamed token
@@ -579,6 +579,8 @@ class Run:
         thread (awaiting what they return if it is awaitable)."""
         if spec.kind == ASYNC:
             return await spec.call(state, self.settings.node_config)
+        if spec.whole is not None:  # a generator node that can answer in one piece
+            return await spec.whole(state, self.settings.node_config)
         value = await asyncio.to_thread(spec.call, state, self.settings.node_config)
         if inspect.isawaitable(value):
             value = await value

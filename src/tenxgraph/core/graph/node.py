@@ -7,7 +7,7 @@ generator or sync) is worked out once, when the graph is compiled.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,8 @@ class NodeSpec:
     call: Callable[[Any, dict[str, Any]], Any]
     index: int
     dynamic_goto: bool  # may return Command(goto=...) to any node
+    # a generator node's whole output as one awaitable, for runs that stream nothing
+    whole: Callable[[Any, dict[str, Any]], Awaitable[Any]] | None = None
 
 
 def _target(func: NodeFunc) -> Callable[..., Any]:
@@ -132,7 +134,16 @@ def compile_node(name: str, func: NodeFunc, index: int) -> NodeSpec:
         call=make_caller(name, func),
         index=index,
         dynamic_goto=_mentions_command(func),
+        whole=_whole_of(func),
     )
+
+
+def _whole_of(func: NodeFunc) -> Callable[[Any, dict[str, Any]], Awaitable[Any]] | None:
+    """A node object's `_whole_output(state, config)`, when its class has one (the Agent):
+    its output in one piece, the same its generator gives when nothing is streamed."""
+    if getattr(type(func), "_whole_output", None) is None:  # on the class: never a mock's
+        return None
+    return func._whole_output  # type: ignore[attr-defined, no-any-return]
 
 
 # -- results -------------------------------------------------------------------------------
