@@ -274,7 +274,9 @@ def build(framework: str, api_base: str) -> tuple[Stream, Call, Loop]:
         return result["messages"][-1].text()  # type: ignore[no-any-return]
 
     def again(state: Any) -> str:
-        answers = sum(1 for m in state.context if m.role == "assistant")
+        # the history is the question and one answer per step: counted in O(1), as the bare
+        # loop counts its calls (scanning the history would time this function, not ours)
+        answers = len(state.context) - 1
         return "agent" if answers < LOOP_STEPS else END
 
     looping = StateGraph()
