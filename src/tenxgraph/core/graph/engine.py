@@ -603,7 +603,10 @@ class Run:
             raise
         except Exception as exc:
             raise node_error(spec, exc) from exc
-        guard.check(spec, timeout, cancelled=False)
+        if guard.timed_out or guard.stopping:
+            guard.check(spec, timeout, cancelled=False)
+        if type(value) is Message:  # the usual answer: nothing to normalise
+            return NodeOutput([value])
         return normalize(value, spec.name, self.app._fields)
 
     async def _run_parallel(

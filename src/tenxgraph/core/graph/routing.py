@@ -11,6 +11,8 @@ from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.graph.node import make_caller
 from tenxgraph.utils.constants import END, START
 
+_SEVERAL = (list, tuple, set, frozenset)  # a condition that names several nodes at once
+
 
 @dataclass(slots=True)
 class Branch:
@@ -48,7 +50,7 @@ class Branch:
 
     def resolve(self, value: Any, known: Mapping[str, object]) -> list[str]:
         """Node names (END included) for what the condition returned."""
-        values = value if isinstance(value, list | tuple | set | frozenset) else [value]
+        values = value if isinstance(value, _SEVERAL) else (value,)
         names: list[str] = []
         for item in values:
             if self.path_map is not None:
