@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
-from tenxgraph.core.llm import FunctionModel, ModelInfo
+from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock, ToolResultBlock
 from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt, tool
 from tenxgraph.utils.constants import END, START
+from tests.core.llm._support import Script
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -48,20 +49,6 @@ def outputs(messages: list[Message]) -> dict[str, Any]:
         for b in m.content
         if isinstance(b, ToolResultBlock)
     }
-
-
-class Script:
-    """A FunctionModel function: the n-th model call gets the n-th reply; keeps what it saw."""
-
-    def __init__(self, *replies: Any) -> None:
-        self.replies = list(replies)
-        self.seen: list[list[Message]] = []
-        self.infos: list[ModelInfo] = []
-
-    def __call__(self, messages: list[Message], info: ModelInfo) -> Any:
-        self.seen.append(messages)
-        self.infos.append(info)
-        return self.replies[len(self.seen) - 1]
 
 
 def weather(city: str) -> str:

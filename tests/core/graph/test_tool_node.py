@@ -25,7 +25,7 @@ import tenxgraph.core.graph.tool_node as tool_node_module
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.graph.node import NodeEvent
 from tenxgraph.core.graph.tool_node import pending_calls, tool_calls_of
-from tenxgraph.core.llm import FunctionModel, ModelInfo
+from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.llm.wire_in import parse_arguments
 from tenxgraph.core.llm.wire_out import UNANSWERED_CALL
 from tenxgraph.core.state import (
@@ -47,6 +47,7 @@ from tenxgraph.utils import (
 )
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import inp, user
+from tests.core.llm._support import Script as ScriptedModel
 from tests.core.llm._support import sent
 
 WAIT = 5.0  # seconds: the bound on any wait that would hang if the behaviour regressed
@@ -68,30 +69,14 @@ def asking(*calls: ToolCallBlock, message_id: str | None = None, **fields: Any) 
     return message
 
 
-class Script:
-    """A FunctionModel function: answers the n-th model call with the n-th reply ("done" once
-    they run out) and keeps what each call was given."""
+class Script(ScriptedModel):
+    """Answers "done" once the script runs out."""
 
-    def __init__(self, *replies: Any) -> None:
-        self.replies = list(replies)
-        self.seen: list[list[Message]] = []
-        self.infos: list[ModelInfo] = []
-
-    def __call__(self, messages: list[Message], info: ModelInfo) -> Any:
-        self.seen.append(messages)
-        self.infos.append(info)
-        n = len(self.seen) - 1
-        return self.replies[n] if n < len(self.replies) else "done"
+    after = "done"
 
     def results_seen(self, n: int = -1) -> dict[str, ToolResultBlock]:
         """The tool results the n-th model call was shown, by call id."""
-        return {
-            b.call_id: b
-            for m in self.seen[n]
-            if m.role == "tool"
-            for b in m.content
-            if isinstance(b, ToolResultBlock)
-        }
+        return results(self.seen[n])
 
 
 def route(state: AgentState) -> str:

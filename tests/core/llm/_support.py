@@ -9,6 +9,9 @@ from typing import Any
 import httpx
 import respx
 
+from tenxgraph.core.llm import ModelInfo
+from tenxgraph.core.state import Message
+
 OPENAI_URL = "https://api.openai.com/v1/chat/completions"
 
 
@@ -48,3 +51,26 @@ USAGE_EVENT = {
     "choices": [],
     "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
 }
+
+
+class Script:
+    """A `FunctionModel` function: the n-th model call gets the n-th reply, and what each call
+    was given is kept. A call past the script fails the test, unless the class says what to
+    answer then (`after`)."""
+
+    after: Any = None
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[Message]] = []
+        self.infos: list[ModelInfo] = []
+
+    def __call__(self, messages: list[Message], info: ModelInfo) -> Any:
+        self.seen.append(messages)
+        self.infos.append(info)
+        n = len(self.seen) - 1
+        if n < len(self.replies):
+            return self.replies[n]
+        if self.after is None:
+            raise AssertionError(f"model call {n + 1} is past the script of {len(self.replies)}")
+        return self.after
