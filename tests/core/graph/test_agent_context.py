@@ -5,7 +5,6 @@ a context-window error, and a 500-turn conversation on SQLite."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import re
 from collections.abc import Callable
@@ -25,7 +24,6 @@ from tenxgraph.core.state import (
     Message,
     MessageContextManager,
     SummaryContextManager,
-    ToolCallBlock,
     ToolResultBlock,
 )
 from tenxgraph.storage.checkpointer import (
@@ -34,33 +32,14 @@ from tenxgraph.storage.checkpointer import (
     SqliteCheckpointer,
 )
 from tenxgraph.utils.constants import END, START
+from tests.core._history import call, msg, result
 from tests.core.llm._support import drain
 
 AGENT_LOGGER = "tenxgraph.core.graph.agent"
 NOTE = "Summary of the earlier conversation:\n"
-_ids = itertools.count()
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def msg(role: str, text: str) -> Message:
-    return Message.text_message(text, role, message_id=f"{role}-{next(_ids)}")  # type: ignore[arg-type]
-
-
-def call(*call_ids: str) -> Message:
-    return Message(
-        message_id=f"call-{next(_ids)}",
-        role="assistant",
-        content=[ToolCallBlock(id=c, name="lookup") for c in call_ids],
-    )
-
-
-def result(call_id: str) -> Message:
-    return Message.tool_message(
-        [ToolResultBlock(call_id=call_id, output=f"result of {call_id}")],
-        message_id=f"result-{next(_ids)}",
-    )
 
 
 def said(*texts: str) -> dict[str, Any]:

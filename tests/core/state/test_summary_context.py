@@ -7,7 +7,6 @@ tests/core/graph/test_agent_context.py.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from typing import Any
 
@@ -20,35 +19,15 @@ from tenxgraph.core.state import (
     AgentState,
     Message,
     SummaryContextManager,
-    ToolCallBlock,
     ToolResultBlock,
 )
 from tenxgraph.core.state.summary import DEFAULT_SUMMARY_PROMPT
+from tests.core._history import call, msg, result
 
 TOKENIZER = "openai/gpt-4o-mini"
-_ids = itertools.count()
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def msg(role: str, text: str) -> Message:
-    return Message.text_message(text, role, message_id=f"{role}-{next(_ids)}")  # type: ignore[arg-type]
-
-
-def call(*call_ids: str) -> Message:
-    return Message(
-        message_id=f"call-{next(_ids)}",
-        role="assistant",
-        content=[ToolCallBlock(id=c, name="lookup", args={"q": c}) for c in call_ids],
-    )
-
-
-def result(call_id: str) -> Message:
-    return Message.tool_message(
-        [ToolResultBlock(call_id=call_id, output=f"result of {call_id}")],
-        message_id=f"result-{next(_ids)}",
-    )
 
 
 def conversation(turns: int, start: int = 0) -> list[Message]:
