@@ -256,22 +256,22 @@ async def test_atrim_context_does_not_modify_the_input_state() -> None:
     assert all(a is b for a, b in zip(state.context, context, strict=True))
 
 
-def test_trim_context_works_without_a_running_event_loop() -> None:
+def check_sync_trim() -> None:
+    """`trim_context` (sync) summarizes and keeps the recent turns, leaving the state as it was."""
     state = AgentState(context=conversation(4))
     before = state.model_dump()
     view = manager(Summarizer(), max_messages=8, keep_recent=2).trim_context(state)
     assert view.context_summary == "summary 1"
     assert texts(view.context) == ["question 3", "answer 3", "question 4"]
     assert state.model_dump() == before
+
+
+def test_trim_context_works_without_a_running_event_loop() -> None:
+    check_sync_trim()
 
 
 async def test_trim_context_works_inside_a_running_event_loop() -> None:
-    state = AgentState(context=conversation(4))
-    before = state.model_dump()
-    view = manager(Summarizer(), max_messages=8, keep_recent=2).trim_context(state)
-    assert view.context_summary == "summary 1"
-    assert texts(view.context) == ["question 3", "answer 3", "question 4"]
-    assert state.model_dump() == before
+    check_sync_trim()
 
 
 # -- after the model refused the context as too long -------------------------------------------
