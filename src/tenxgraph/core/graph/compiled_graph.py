@@ -19,7 +19,7 @@ from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
-from tenxgraph.utils.constants import END, ResponseGranularity
+from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
@@ -56,12 +56,6 @@ class CompiledGraph:
         self.state_type: type[AgentState] = type(state)
         self._specs = specs
         self._routing = routing
-        # nodes whose plain edges lead to at most one node, and where (none: END)
-        self._fixed_next: dict[str, tuple[str, ...]] = {
-            name: tuple(t for t in targets if t != END)
-            for name, targets in routing.static.items()
-            if name not in routing.branches and sum(t != END for t in targets) <= 1
-        }
         self.checkpointer = checkpointer
         self.context_manager = context_manager
         self.interrupt_before = interrupt_before

@@ -603,10 +603,7 @@ class Run:
             raise
         except Exception as exc:
             raise node_error(spec, exc) from exc
-        if guard.timed_out or guard.stopping:
-            guard.check(spec, timeout, cancelled=False)
-        if type(value) is Message:  # the usual answer: nothing to normalise
-            return NodeOutput([value])
+        guard.check(spec, timeout, cancelled=False)
         return normalize(value, spec.name, self.app._fields)
 
     async def _run_parallel(
@@ -779,12 +776,6 @@ class Run:
         """The nodes of the next step, in graph order (joins wait for upstream branches), after
         the nodes `names` ran and returned `outputs`."""
         app = self.app
-        if len(names) == 1 and not self.deferred:
-            out = outputs[0]
-            if out is None or out.goto is None:
-                fixed = app._fixed_next.get(names[0])
-                if fixed is not None:  # plain edges to at most one node: nothing to decide
-                    return [app._specs[n] for n in fixed]
         routing = app._routing
         app_nodes = app._specs
         if len(names) == 1 and not self.deferred:

@@ -179,6 +179,8 @@ def as_message(item: Any, node: str) -> Message:
 
 def normalize(value: Any, node: str, fields: frozenset[str]) -> NodeOutput:
     """Turn whatever a node returned into a `NodeOutput`."""
+    if type(value) is Message:  # the usual answer: nothing to look into
+        return NodeOutput([value])
     out = NodeOutput()
     _collect(value, node, fields, out)
     return out

@@ -13,7 +13,7 @@ from typing import Any
 
 from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.core.state._construct import assemble, template, trusted
-from tenxgraph.core.state.message import _TEXT_BLOCK, _new_id, _text_message, generate_id
+from tenxgraph.core.state.message import _new_id, _text_block, _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
     ReasoningBlock,
@@ -57,10 +57,7 @@ def message_from_response(
     if reasoning:
         blocks.append(trusted(ReasoningBlock, summary=reasoning))
     if text:
-        block = _TEXT_BLOCK.copy()
-        block["text"] = text
-        block["annotations"] = []
-        blocks.append(assemble(TextBlock, block, {"text"}))
+        blocks.append(_text_block(text))
     fields = _ANSWER.copy()
     fields["message_id"] = _new_id()
     fields["content"] = blocks

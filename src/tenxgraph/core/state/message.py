@@ -263,19 +263,26 @@ assert {n for n, f in Message.model_fields.items() if f.default_factory} == {
 }, "Message gained a field with a default factory: update _text_message"
 assert {n for n, f in TextBlock.model_fields.items() if f.default_factory} == {"annotations"}
 _TEXT_BLOCK = template(TextBlock, text="")
+
+
+def _text_block(text: str, fields_set: set[str] | None = None) -> TextBlock:
+    """A `TextBlock` holding `text`, built without validation."""
+    fields = _TEXT_BLOCK.copy()
+    fields["text"] = text
+    fields["annotations"] = []
+    return assemble(TextBlock, fields, {"text"} if fields_set is None else fields_set)
+
+
 _TEXT_MESSAGE = template(Message, message_id="", role="user", content=[])
 
 
 def _text_message(content: str, role: str, message_id: str | int, delta: bool) -> Message:
     """`Message.text_message` without validation: every value here is already known valid.
     Streaming makes one of these per token, so it is kept to dict copies."""
-    block_fields = _TEXT_BLOCK.copy()
-    block_fields["text"] = content
-    block_fields["annotations"] = []
     fields = _TEXT_MESSAGE.copy()
     fields["message_id"] = message_id
     fields["role"] = role
-    fields["content"] = [assemble(TextBlock, block_fields, {"text"})]
+    fields["content"] = [_text_block(content)]
     fields["timestamp"] = time.time()
     fields["metadata"] = {}
     if delta:
@@ -303,10 +310,7 @@ def copy_plain_text(message: Message) -> Message | None:
     for block in fields["content"]:
         if type(block) is not TextBlock or block.annotations:
             return None
-        block_fields = _TEXT_BLOCK.copy()
-        block_fields["text"] = block.text
-        block_fields["annotations"] = []
-        blocks.append(assemble(TextBlock, block_fields, set(block.__pydantic_fields_set__)))
+        blocks.append(_text_block(block.text, set(block.__pydantic_fields_set__)))
     copied = dict(fields)
     copied["content"] = blocks
     copied["metadata"] = {}
