@@ -147,7 +147,7 @@ class Agent:
                 yield update
             yield message
             return
-        view = await self._view(state, config) if self.trim_context else state
+        view = await self._view(state, config)
         final: Message | None = None
         retried = False
         while final is None:
@@ -192,7 +192,7 @@ class Agent:
         self, state: AgentState, config: dict[str, Any]
     ) -> tuple[Message, dict[str, Any] | None]:
         """One non-streamed answer, and the state update that goes with it (a new summary)."""
-        view = await self._view(state, config) if self.trim_context else state
+        view = await self._view(state, config)
         try:
             final = await self._complete(view)
         except ModelContextWindowError as exc:
@@ -262,7 +262,7 @@ class Agent:
             messages.append(Message.text_message(SUMMARY_NOTE + state.context_summary, "system"))
         messages.extend(state.context)
         messages.extend(self.extra_messages)
-        tools = [] if self._tools is None else await self._tool_schemas()
+        tools = await self._tool_schemas()
         return ModelRequest(
             model=self._routes[0].model,
             messages=messages,

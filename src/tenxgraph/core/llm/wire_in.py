@@ -36,8 +36,7 @@ def message_from_response(
 ) -> Message:
     """A complete assistant `Message` from a litellm `ModelResponse` (or its dict)."""
     raw = response if isinstance(response, dict) else response.model_dump()
-    if _has_secret(raw):
-        raw = _scrub(raw)
+    raw = scrub(raw)
     choices = raw.get("choices")
     choice = choices[0] if choices else {}
     wire = choice.get("message") or {}
