@@ -96,15 +96,21 @@ def copied(value: T) -> T:
     cls = type(value)
     if cls in _SCALARS:
         return value
+    # scalars are shared, not passed to a call of their own: most leaves are scalars
     if cls is dict:
-        return {k: copied(v) for k, v in value.items()}  # type: ignore[attr-defined,return-value]
+        return {  # type: ignore[return-value]
+            k: v if type(v) in _SCALARS else copied(v)
+            for k, v in value.items()  # type: ignore[attr-defined]
+        }
     if cls is list:
-        return [copied(v) for v in value]  # type: ignore[attr-defined,return-value]
+        return [v if type(v) in _SCALARS else copied(v) for v in value]  # type: ignore[attr-defined,return-value]
     if (
         isinstance(value, BaseModel)
         and value.__pydantic_extra__ is None
         and value.__pydantic_private__ is None
     ):
-        fields = {k: copied(v) for k, v in value.__dict__.items()}
+        fields = {k: v if type(v) in _SCALARS else copied(v) for k, v in value.__dict__.items()}
         return assemble(cls, fields, set(value.__pydantic_fields_set__))  # type: ignore[type-var]
+    if isinstance(value, Enum):  # members are singletons
+        return value
     return copy.deepcopy(value)
