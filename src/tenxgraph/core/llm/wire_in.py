@@ -352,28 +352,33 @@ def scrub(value: Any) -> Any:
     return _scrub(value) if _has_secret(value) else value
 
 
-_CONTAINERS = (dict, list)
 # key -> whether it may hold a credential: responses use the same few dozen keys every time,
 # so each is lower-cased and looked up once (bounded, for providers that put ids in keys)
 _VERDICTS: dict[Any, bool] = {}
 _MAX_VERDICTS = 4096
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _verdict(key: Any) -> bool:
+    secret = isinstance(key, str) and key.lower() in _SECRET_KEYS
+    if len(_VERDICTS) < _MAX_VERDICTS:
+        _VERDICTS[key] = secret
+    return secret
 
 
 def _has_secret(value: Any) -> bool:
+    # a walk of every response: leaves are skipped by their type, known keys by a lookup
     if isinstance(value, dict):
         verdicts = _VERDICTS
         for k, v in value.items():
-            secret = verdicts.get(k)
-            if secret is None:
-                secret = isinstance(k, str) and k.lower() in _SECRET_KEYS
-                if len(verdicts) < _MAX_VERDICTS:
-                    verdicts[k] = secret
-            if secret or (isinstance(v, _CONTAINERS) and _has_secret(v)):
+            if verdicts[k] if k in verdicts else _verdict(k):
+                return True
+            if type(v) not in _LEAVES and _has_secret(v):
                 return True
         return False
     if isinstance(value, list):
         for v in value:
-            if isinstance(v, _CONTAINERS) and _has_secret(v):
+            if type(v) not in _LEAVES and _has_secret(v):
                 return True
     return False
 
