@@ -117,12 +117,16 @@ def print_baseline(
         # the paired figures (both sides in one process, back to back) for calls: comparing
         # two processes swings by milliseconds on a noisy machine
         print(
-            f"tenxgraph adds {added['stream_cpu_us_per_chunk'][1]:+.1f}% CPU per chunk "
-            f"({added['stream_cpu_us_per_chunk'][0]:+.1f} us); over one bare litellm call "
-            f"({ours.get('paired_bare_litellm_cpu_ms', float('nan')):.2f} ms CPU): "
-            f"{ours['paired_step_added_cpu_ms']:+.2f} ms per Agent step in a loop, "
-            f"{ours['paired_graph_added_cpu_ms']:+.2f} ms for a one-node graph run, "
-            f"{ours['paired_call_added_cpu_ms']:+.2f} ms for a run on a new in-memory thread "
+            f"tenxgraph adds {ours.get('paired_stream_added_pct', float('nan')):+.1f}% CPU per "
+            f"streamed chunk (two processes: {added['stream_cpu_us_per_chunk'][1]:+.1f}%); "
+            "over one bare litellm call "
+            f"({ours.get('paired_bare_litellm_cpu_ms', float('nan')):.2f} ms CPU) its own "
+            f"code takes {ours.get('own_step_cpu_ms', float('nan')):.2f} ms per Agent step "
+            f"in a loop (paired difference {ours['paired_step_added_cpu_ms']:+.2f} ms), "
+            f"{ours.get('own_graph_cpu_ms', float('nan')):.2f} ms for a one-node graph run "
+            f"({ours['paired_graph_added_cpu_ms']:+.2f}), "
+            f"{ours.get('own_call_cpu_ms', float('nan')):.2f} ms for a run on a new in-memory "
+            f"thread ({ours['paired_call_added_cpu_ms']:+.2f}) "
             "[budget: 10% per chunk, 0.5 ms per Agent step]"
         )
 

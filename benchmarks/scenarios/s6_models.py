@@ -332,6 +332,7 @@ async def measure(
             raise SystemExit(f"s6 {framework}: expected {LOOP_STEPS} answers, got {answers}")
         loop_runs.append((cpu / LOOP_STEPS * 1e3, wall / LOOP_STEPS * 1e3))
     paired = await paired_call_added(framework, api_base, call, loop, calls)
+    paired.update(await paired_stream_added(framework, api_base, stream, streams))
     return {
         **paired,
         "stream_cpu_us_per_chunk": median([c for c, _ in stream_runs]),
@@ -343,26 +344,58 @@ async def measure(
     }
 
 
+async def paired_stream_added(
+    framework: str, api_base: str, stream: Stream, pairs: int
+) -> dict[str, float]:
+    """Percent CPU (process) per chunk that tenxgraph's stream adds over a bare litellm
+    stream, from `pairs` pairs of whole streams run back to back in this process in
+    alternating order (median of the pairs): the two-process figure moves with the machine
+    by tens of percent. The litellm framework reports 0."""
+    if framework != "tenxgraph":
+        return {"paired_stream_added_pct": 0.0}
+    bare_stream, _, _ = build("litellm", api_base)
+    await bare_stream()  # warm-up
+    added = []
+    for i in range(pairs):
+        order = (bare_stream, stream) if i % 2 == 0 else (stream, bare_stream)
+        spent = {}
+        for one in order:
+            gc.collect()
+            cpu = time.process_time()
+            await one()
+            spent[one] = time.process_time() - cpu
+        added.append((spent[stream] - spent[bare_stream]) / spent[bare_stream] * 100)
+    return {"paired_stream_added_pct": median(added)}
+
+
 async def paired_call_added(
     framework: str, api_base: str, call: Call, loop: Loop, calls: int
 ) -> dict[str, float]:
     """CPU ms (of the event loop's thread) that tenxgraph adds over one bare litellm call,
-    measured as pairs run back to back in this process, in alternating order (median of the
-    differences): far less noisy than comparing two processes. Three layers: the Agent's
-    model client alone (request and answer conversion), a one-node graph without a
-    checkpointer, and the same graph keeping its thread in memory; and per Agent step, a run
-    of the looping graph (thread in memory) against 10 bare calls on a growing history,
-    divided by 10. Also the bare call's own CPU in those pairs, for scale (the machine's speed
-    moves both). The litellm framework reports 0, so the table's "added" column shows
-    tenxgraph's figures."""
-    names = (
-        "paired_client_added_cpu_ms",
-        "paired_graph_added_cpu_ms",
-        "paired_call_added_cpu_ms",
-        "paired_step_added_cpu_ms",
-    )
+    for four layers: the Agent's model client alone (request and answer conversion), a
+    one-node graph without a checkpointer, the same graph keeping its thread in memory, and
+    per Agent step a run of the looping graph (thread in memory) against 10 bare calls on a
+    growing history, divided by 10. Two figures per layer, both from pairs run back to back
+    in this process in alternating order (medians):
+
+    - `paired_*_added_cpu_ms`: ours minus the bare call's CPU. Far less noisy than comparing
+      two processes, but it still subtracts two separate litellm calls, whose own CPU varies
+      by several percent from one call to the next.
+    - `own_*_cpu_ms`: ours minus the CPU spent inside `litellm.acompletion` during it, i.e.
+      tenxgraph's own code only. It estimates the same thing without the second call's
+      noise, as both sides send litellm the same request (the same messages and settings)
+      and get the same answer, so litellm's share is the same work.
+
+    Also the bare call's own CPU in those pairs, for scale (the machine's speed moves both).
+    The litellm framework reports 0, so the table's "added" column shows tenxgraph's
+    figures."""
+    layer_names = ("client", "graph", "call", "step")
+    names = [f"paired_{n}_added_cpu_ms" for n in layer_names]
+    names += [f"own_{n}_cpu_ms" for n in layer_names]
     if framework != "tenxgraph":
         return dict.fromkeys((*names, "paired_bare_litellm_cpu_ms"), 0.0)
+    import litellm
+
     from tenxgraph.core.graph import Agent, StateGraph
     from tenxgraph.core.llm import LiteLLMClient, ModelRequest
     from tenxgraph.core.state import Message
@@ -387,25 +420,44 @@ async def paired_call_added(
         result = await bare_app.ainvoke({"messages": [question]}, {"thread_id": next(threads)})
         return result["messages"][-1].text()  # type: ignore[no-any-return]
 
+    inside = [0.0]  # CPU spent inside litellm.acompletion since the last reset
+    acompletion = litellm.acompletion
+
+    async def timed_acompletion(*args: Any, **kwargs: Any) -> Any:
+        cpu = time.thread_time()
+        try:
+            return await acompletion(*args, **kwargs)
+        finally:
+            inside[0] += time.thread_time() - cpu
+
     layers: tuple[tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int], ...]
     layers = ((client_call, bare, calls), (graph_call, bare, calls), (call, bare, calls))
-    layers += ((loop, bare_loop, max(20, calls // 5)),)  # 10 steps a pair: fewer pairs
+    layers += ((loop, bare_loop, max(20, calls // 2)),)  # 10 steps a pair: fewer pairs
     figures = {}
     floor_cpu = []
-    for name, (ours, floor, pairs) in zip(names, layers, strict=True):
-        differences = []
-        for i in range(pairs):
-            order = (floor, ours) if i % 2 == 0 else (ours, floor)  # neither always goes first
-            spent = {}
-            for one in order:
-                cpu = time.thread_time()  # litellm's logging threads do the same work for
-                await one()  # both and would only add noise
-                spent[one] = time.thread_time() - cpu
-            differences.append((spent[ours] - spent[floor]) * 1e3)
-            if floor is bare:
-                floor_cpu.append(spent[floor] * 1e3)
-        figures[name] = median(differences)
+    litellm.acompletion = timed_acompletion  # both sides call through it: the same cost
+    try:
+        for name, (ours, floor, pairs) in zip(layer_names, layers, strict=True):
+            differences, own = [], []
+            for i in range(pairs):
+                order = (floor, ours) if i % 2 == 0 else (ours, floor)  # neither always first
+                spent = {}
+                for one in order:
+                    inside[0] = 0.0
+                    cpu = time.thread_time()  # litellm's logging threads do the same work
+                    await one()  # for both and would only add noise
+                    spent[one] = time.thread_time() - cpu
+                    if one is ours:
+                        own.append((spent[one] - inside[0]) * 1e3)
+                differences.append((spent[ours] - spent[floor]) * 1e3)
+                if floor is bare:
+                    floor_cpu.append(spent[floor] * 1e3)
+            figures[f"paired_{name}_added_cpu_ms"] = median(differences)
+            figures[f"own_{name}_cpu_ms"] = median(own)
+    finally:
+        litellm.acompletion = acompletion
     figures["paired_step_added_cpu_ms"] /= LOOP_STEPS
+    figures["own_step_cpu_ms"] /= LOOP_STEPS
     figures["paired_bare_litellm_cpu_ms"] = median(floor_cpu)
     return figures
 
