@@ -142,10 +142,7 @@ class Agent:
 
     async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
         if not config.get("is_stream"):
-            message, update = await self._answer(state, config)
-            if update is not None:
-                yield update
-            yield message
+            yield await self._whole_answer(state, config)
             return
         view = await self._view(state, config)
         final: Message | None = None
@@ -174,34 +171,35 @@ class Agent:
             yield update
         yield self._finish(final)
 
-    async def _whole_output(self, state: AgentState, config: dict[str, Any]) -> Any:
-        """The node's output in one piece, for runs that stream nothing: the engine awaits
-        this instead of iterating `__call__` (which gives the same output)."""
-        message, update = await self._answer(state, config)
+    async def _whole_answer(self, state: AgentState, config: dict[str, Any]) -> Any:
+        """The node's output in one piece, for runs that stream nothing: one non-streamed
+        answer, with the new summary if trimming the context made one."""
+        view = await self._view(state, config)
+        retried = False
+        while True:
+            try:
+                request = await self.build_request(view)
+                final = await calling.complete(self._routes, request, self.retry_config)
+                break
+            except ModelContextWindowError as exc:
+                if retried:
+                    raise self._still_too_long(exc) from None
+                view, retried = await self._overflow(view, exc), True
+        message = self._finish(final)
+        update = self._summary_update(state, view)
         if update is None:
             return message
         update["context"] = [message]
         return update
 
+    # what the engine awaits instead of iterating `__call__` when nothing is streamed (the
+    # same output); None on a subclass with a `__call__` of its own
+    _whole_output = _whole_answer
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "__call__" in cls.__dict__:  # a node of its own: always run through it
             cls._whole_output = None  # type: ignore[assignment]
-
-    async def _answer(
-        self, state: AgentState, config: dict[str, Any]
-    ) -> tuple[Message, dict[str, Any] | None]:
-        """One non-streamed answer, and the state update that goes with it (a new summary)."""
-        view = await self._view(state, config)
-        try:
-            final = await self._complete(view)
-        except ModelContextWindowError as exc:
-            view = await self._overflow(view, exc)
-            try:
-                final = await self._complete(view)
-            except ModelContextWindowError as again:
-                raise self._still_too_long(again) from None
-        return self._finish(final), self._summary_update(state, view)
 
     def _summary_update(self, state: AgentState, view: AgentState) -> dict[str, Any] | None:
         """`{"context_summary": ...}` when trimming the context made a new summary."""
@@ -238,12 +236,6 @@ class Agent:
             raise error
         logger.warning("%r: the context is too long for the model; trimming and retrying", self)
         return await self._manager.atrim_overflow(view)
-
-    async def _complete(self, view: AgentState) -> Message:
-        """One non-streamed answer for `view`, through the retry/fallback chain."""
-        return await calling.complete(
-            self._routes, await self.build_request(view), self.retry_config
-        )
 
     def _still_too_long(self, error: ModelContextWindowError) -> ModelContextWindowError:
         error.message += (
