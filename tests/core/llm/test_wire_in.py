@@ -326,7 +326,6 @@ def test_scrub_drops_credential_keys_at_any_depth(key: str) -> None:
     assert scrub([{"a": {key: "secret", "b": 1}}]) == [{"a": {"b": 1}}]
 
 
-
 def test_scrub_gives_the_same_verdict_for_a_key_seen_before() -> None:
     # each key's verdict is remembered after its first sighting; later responses rely on it
     for _ in range(3):
@@ -334,6 +333,7 @@ def test_scrub_gives_the_same_verdict_for_a_key_seen_before() -> None:
         assert scrub(response) == {1: "int key", "n": 2.5, "ok": None, "list": ["x", {}]}
         clean = {"id": "a", "choices": [{"message": {"content": "hi"}}]}
         assert scrub(clean) is clean  # nothing to drop: not copied
+
 
 # -- pieces ---------------------------------------------------------------------------------
 
