@@ -32,7 +32,6 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "scenarios"))
@@ -103,17 +102,7 @@ async def measure(packages: list[str], chosen: list[str], runs: int, api_base: s
     _, bare, _ = s6.build("litellm", api_base)
     import litellm
 
-    inside = [0.0]
-    call_litellm = litellm.acompletion
-
-    async def timed(*args: Any, **kwargs: Any) -> Any:
-        cpu = time.thread_time()
-        try:
-            return await call_litellm(*args, **kwargs)
-        finally:
-            inside[0] += time.thread_time() - cpu
-
-    litellm.acompletion = timed
+    inside, litellm.acompletion = s6.timed(litellm.acompletion)
     versions = {p: layers(p, api_base) for p in packages}
     for layer in chosen:
         added: dict[str, list[float]] = {p: [] for p in packages}

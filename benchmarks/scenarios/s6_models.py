@@ -344,6 +344,23 @@ async def measure(
     }
 
 
+def timed(
+    acompletion: Callable[..., Awaitable[Any]],
+) -> tuple[list[float], Callable[..., Awaitable[Any]]]:
+    """`acompletion` wrapped to add the CPU (of the event loop's thread) spent inside each
+    call to the returned counter's `[0]`, which the caller resets."""
+    inside = [0.0]
+
+    async def timed_acompletion(*args: Any, **kwargs: Any) -> Any:
+        cpu = time.thread_time()
+        try:
+            return await acompletion(*args, **kwargs)
+        finally:
+            inside[0] += time.thread_time() - cpu
+
+    return inside, timed_acompletion
+
+
 async def paired_stream_added(
     framework: str, api_base: str, stream: Stream, pairs: int
 ) -> dict[str, float]:
@@ -420,16 +437,8 @@ async def paired_call_added(
         result = await bare_app.ainvoke({"messages": [question]}, {"thread_id": next(threads)})
         return result["messages"][-1].text()  # type: ignore[no-any-return]
 
-    inside = [0.0]  # CPU spent inside litellm.acompletion since the last reset
     acompletion = litellm.acompletion
-
-    async def timed_acompletion(*args: Any, **kwargs: Any) -> Any:
-        cpu = time.thread_time()
-        try:
-            return await acompletion(*args, **kwargs)
-        finally:
-            inside[0] += time.thread_time() - cpu
-
+    inside, timed_acompletion = timed(acompletion)
     layers: tuple[tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int], ...]
     layers = ((client_call, bare, calls), (graph_call, bare, calls), (call, bare, calls))
     layers += ((loop, bare_loop, max(20, calls // 2)),)  # 10 steps a pair: fewer pairs
