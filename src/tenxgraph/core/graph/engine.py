@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -574,18 +574,13 @@ class Run:
 
     # -- running nodes ---------------------------------------------------------------------
 
-    def _call(self, spec: NodeSpec, state: AgentState) -> Awaitable[Any]:
+    async def _call(self, spec: NodeSpec, state: AgentState) -> Any:
         """Call a node that is not a generator: async ones directly, sync ones in a worker
-        thread (awaiting what they return if it is awaitable). Returns the node's own
-        awaitable where there is one: no extra coroutine for the model call's many resumes
-        to pass through."""
+        thread (awaiting what they return if it is awaitable)."""
         if spec.kind == ASYNC:
-            return spec.call(state, self.settings.node_config)  # type: ignore[no-any-return]
+            return await spec.call(state, self.settings.node_config)
         if spec.whole is not None:  # a generator node that can answer in one piece
-            return spec.whole(state, self.settings.node_config)
-        return self._call_sync(spec, state)
-
-    async def _call_sync(self, spec: NodeSpec, state: AgentState) -> Any:
+            return await spec.whole(state, self.settings.node_config)
         value = await asyncio.to_thread(spec.call, state, self.settings.node_config)
         if inspect.isawaitable(value):
             value = await value
