@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenxgraph.core.state import Message, TokenUsages
-from tenxgraph.core.state._construct import assemble, template, trusted
+from tenxgraph.core.state._construct import _SCALARS, assemble, template, trusted
 from tenxgraph.core.state.message import _new_id, _text_block, _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
@@ -356,40 +356,37 @@ def scrub(value: Any) -> Any:
 # so each is lower-cased and looked up once (bounded, for providers that put ids in keys)
 _VERDICTS: dict[Any, bool] = {}
 _MAX_VERDICTS = 4096
-_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _verdict(key: Any) -> bool:
-    secret = isinstance(key, str) and key.lower() in _SECRET_KEYS
-    if len(_VERDICTS) < _MAX_VERDICTS:
-        _VERDICTS[key] = secret
+def _is_secret(key: Any) -> bool:
+    """Whether `key` may hold a credential; each key's verdict is worked out once."""
+    secret = _VERDICTS.get(key)
+    if secret is None:
+        secret = isinstance(key, str) and key.lower() in _SECRET_KEYS
+        if len(_VERDICTS) < _MAX_VERDICTS:
+            _VERDICTS[key] = secret
     return secret
 
 
 def _has_secret(value: Any) -> bool:
-    # a walk of every response: leaves are skipped by their type, known keys by a lookup
+    # a walk of every response; leaves are skipped by their type
     if isinstance(value, dict):
-        verdicts = _VERDICTS
         for k, v in value.items():
-            if verdicts[k] if k in verdicts else _verdict(k):
+            if _is_secret(k):
                 return True
-            if type(v) not in _LEAVES and _has_secret(v):
+            if type(v) not in _SCALARS and _has_secret(v):
                 return True
         return False
     if isinstance(value, list):
         for v in value:
-            if type(v) not in _LEAVES and _has_secret(v):
+            if type(v) not in _SCALARS and _has_secret(v):
                 return True
     return False
 
 
 def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
-        return {
-            k: _scrub(v)
-            for k, v in value.items()
-            if not (isinstance(k, str) and k.lower() in _SECRET_KEYS)
-        }
+        return {k: _scrub(v) for k, v in value.items() if not _is_secret(k)}
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     return value
