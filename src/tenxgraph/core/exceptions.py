@@ -98,6 +98,20 @@ class StaleStateError(StorageError):
     default_code = "STORAGE_CONFLICT_001"
 
 
+class ThreadBusyError(StorageError):
+    """Another run holds the thread (its lease has not expired); nothing was written. Retry
+    later, or choose what a second run does with `config["multitask_strategy"]`."""
+
+    default_code = "STORAGE_THREAD_BUSY_001"
+
+
+class LeaseLostError(StorageError):
+    """A run lost its thread's lease (it expired, and another run took the thread) before it
+    could save; nothing was written. The other run now owns the thread."""
+
+    default_code = "STORAGE_LEASE_LOST_001"
+
+
 class ResourceNotFoundError(StorageError):
     """The thread, message or record asked for does not exist."""
 
@@ -163,6 +177,7 @@ __all__ = [
     "GraphError",
     "GraphRecursionError",
     "GraphStopRequested",
+    "LeaseLostError",
     "MetricsError",
     "ModelAuthError",
     "ModelContextWindowError",
@@ -177,5 +192,6 @@ __all__ = [
     "SerializationError",
     "StaleStateError",
     "StorageError",
+    "ThreadBusyError",
     "TransientStorageError",
 ]
