@@ -20,6 +20,7 @@ from tenxgraph.core.exceptions import (
 )
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer import BaseCheckpointer, CheckpointInfo, ThreadSnapshot
+from tenxgraph.storage.checkpointer._sql import SCHEMA_VERSION
 from tests.storage._support import Counted, msg, save, state_with, texts_of
 from tests.storage.conftest import Backend
 
@@ -507,10 +508,10 @@ async def test_a_newer_schema_version_is_refused(sql_backend: Backend) -> None:
 async def test_the_schema_is_created_by_any_first_call(sql_backend: Backend) -> None:
     assert not await sql_backend.store.ais_stop_requested("t")
     rows = await sql_backend.sql("SELECT version FROM tx_schema_version")
-    assert [tuple(r) for r in rows] == [(1,)]
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)]
     await sql_backend.store.asetup()  # twice is fine
     assert [tuple(r) for r in await sql_backend.sql("SELECT version FROM tx_schema_version")] == [
-        (1,)
+        (SCHEMA_VERSION,)
     ]
 
 

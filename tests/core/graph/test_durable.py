@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from tenxgraph.core.exceptions import NodeError, StaleStateError
+from tenxgraph.core.exceptions import NodeError, ThreadBusyError
 from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.reducers import append_items
@@ -482,7 +482,7 @@ async def test_breakpoint_is_honoured_again_on_the_next_turn(
 
 
 @pytest.mark.parametrize("retry_input", ["none", "messages"])
-async def test_after_an_error_the_next_invoke_retries_from_the_failed_node(
+async def test_after_an_error_none_retries_the_failed_step_and_a_message_starts_a_new_turn(
     store: BaseCheckpointer, config: dict[str, Any], retry_input: str
 ) -> None:
     calls = Calls()
@@ -509,18 +509,22 @@ async def test_after_an_error_the_next_invoke_retries_from_the_failed_node(
     assert state.note == ""
 
     failing[0] = False
-    if retry_input == "none":
+    if retry_input == "none":  # no new input: the failed step is retried
         await app.ainvoke(None, config)
         expected = ["hi", "a", "partial", "b", "c"]
-    else:
-        await app.ainvoke(inp("please retry"), config)
-        expected = ["hi", "a", "please retry", "partial", "b", "c"]
+        expected_calls = {"a": 1, "b": 2, "c": 1}
+    else:  # a new message starts a new turn from the start; the failure stays in history
+        await app.ainvoke(inp("next question"), config)
+        expected = ["hi", "a", "next question", "a", "partial", "b", "c"]
+        expected_calls = {"a": 2, "b": 2, "c": 1}
     state = await stored(app, config)
     assert state.execution_meta.status == "completed"
     assert "error" not in state.execution_meta.internal_data
     assert texts(state.context) == expected
     assert_no_duplicates(state.context)
-    assert calls == {"a": 1, "b": 2, "c": 1}
+    assert calls == expected_calls
+    statuses = [info.status for info in await app.aget_state_history(config)]
+    assert "error" in statuses  # the failed run is a version of the thread
 
 
 # -- stop, and runs that never finished ------------------------------------------------------
@@ -782,9 +786,8 @@ async def test_concurrent_tool_ledger_writes_keep_exactly_one(store: BaseCheckpo
 async def test_two_apps_racing_on_one_thread_never_lose_a_message(
     store: BaseCheckpointer, config: dict[str, Any]
 ) -> None:
-    """App 1's run holds version N+1 while app 2 runs a whole turn on the same thread: app 1
-    then either waits or fails with StaleStateError; no message of a successful run is lost
-    or stored twice."""
+    """App 1's run holds the thread while app 2 starts a turn on it: app 2 is refused with
+    ThreadBusyError before writing anything, and app 1's turn is stored whole."""
     started = asyncio.Event()
     release = asyncio.Event()
 
@@ -802,30 +805,24 @@ async def test_two_apps_racing_on_one_thread_never_lose_a_message(
 
     run1 = asyncio.create_task(app1.ainvoke(inp("from one"), config))
     await started.wait()
-    run2 = asyncio.create_task(app2.ainvoke(inp("from two"), config))
-    # app 2 either finishes its turn now or waits for app 1 (then this only bounds the wait)
-    await asyncio.wait({run2}, timeout=10)
+    with pytest.raises(ThreadBusyError):
+        await app2.ainvoke(inp("from two"), config)
     release.set()
-    outcomes = list(await asyncio.gather(run1, run2, return_exceptions=True))
-
-    successes = [o for o in outcomes if isinstance(o, dict)]
-    failures = [o for o in outcomes if not isinstance(o, dict)]
-    assert successes, outcomes
-    for failure in failures:
-        assert isinstance(failure, StaleStateError), failure
+    await run1
     state = await stored(app1, config)
-    assert_no_duplicates(state.context)
-    stored_ids = Counter(ids(state.context))
-    for result in successes:
-        for message in result["messages"]:
-            assert stored_ids[message.message_id] == 1, (texts(state.context), message)
-    assert texts(state.context)[:2] == ["setup", "quick reply to setup"]
+    assert texts(state.context) == [
+        "setup",
+        "quick reply to setup",
+        "from one",
+        "slow reply to from one",
+    ]
 
 
 async def test_two_apps_both_midway_on_one_thread_never_lose_a_message(
     store: BaseCheckpointer, config: dict[str, Any]
 ) -> None:
-    """Both runs are inside their node at the same time; they finish in turn."""
+    """App 1 asks to wait (`enqueue`) while app 0's run is inside its node: it runs its turn
+    once app 0's is stored, on top of it."""
     started = [asyncio.Event(), asyncio.Event()]
     release = [asyncio.Event(), asyncio.Event()]
 
@@ -840,24 +837,13 @@ async def test_two_apps_both_midway_on_one_thread_never_lose_a_message(
     apps = [chain(("reply", node(i))).compile(checkpointer=store) for i in range(2)]
     run0 = asyncio.create_task(apps[0].ainvoke(inp("zero"), config))
     await started[0].wait()
-    run1 = asyncio.create_task(apps[1].ainvoke(inp("one"), config))
-    # app 1 either reaches its node (it did not wait) or waits for app 0's run
-    waiter = asyncio.create_task(started[1].wait())
-    await asyncio.wait({waiter, run1}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    release[0].set()
+    waiting = {**config, "multitask_strategy": "enqueue"}
+    run1 = asyncio.create_task(apps[1].ainvoke(inp("one"), waiting))
     release[1].set()
-    outcomes = list(await asyncio.gather(run0, run1, return_exceptions=True))
-    successes = [o for o in outcomes if isinstance(o, dict)]
-    assert successes, outcomes
-    for failure in (o for o in outcomes if not isinstance(o, dict)):
-        assert isinstance(failure, StaleStateError), failure
+    release[0].set()
+    await asyncio.gather(run0, run1)
     state = await stored(apps[0], config)
-    assert_no_duplicates(state.context)
-    stored_ids = Counter(ids(state.context))
-    for result in successes:
-        for message in result["messages"]:
-            assert stored_ids[message.message_id] == 1, (texts(state.context), message)
+    assert texts(state.context) == ["zero", "reply 0 to zero", "one", "reply 1 to one"]
 
 
 # -- across processes -------------------------------------------------------------------------

@@ -194,7 +194,7 @@ async def test_mutating_an_input_message_does_not_leak_into_the_next_run() -> No
 # -- concurrent runs on one thread ----------------------------------------------------------
 
 
-async def test_concurrent_runs_on_one_thread_take_turns_and_lose_nothing() -> None:
+async def test_enqueued_runs_on_one_thread_take_turns_and_lose_nothing() -> None:
     running = 0
     most = 0
 
@@ -208,7 +208,7 @@ async def test_concurrent_runs_on_one_thread_take_turns_and_lose_nothing() -> No
         return f"reply to {state.context[-1].text()}"
 
     app = linear(slow_echo, checkpointer=InMemoryCheckpointer())
-    config = {"thread_id": "t"}
+    config = {"thread_id": "t", "multitask_strategy": "enqueue"}
     words = [f"m{i}" for i in range(5)]
     await asyncio.gather(*(app.ainvoke(inp(w), config) for w in words))
     stored = await app.aget_state(config)
@@ -234,7 +234,7 @@ async def test_a_run_cancelled_while_waiting_for_its_turn_does_not_block_the_nex
         return f"reply to {text}"
 
     app = linear(held, checkpointer=InMemoryCheckpointer())
-    config = {"thread_id": "t"}
+    config = {"thread_id": "t", "multitask_strategy": "enqueue"}
     first = asyncio.create_task(app.ainvoke(inp("first"), config))
     await holding.wait()  # the first run holds the thread
     second = asyncio.create_task(app.ainvoke(inp("second"), config))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -13,12 +12,13 @@ from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
 from tenxgraph.core.graph.merge import apply_update, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
-from tenxgraph.core.graph.sync_bridge import LoopThread
+from tenxgraph.core.graph.sync_bridge import SyncBridge
 from tenxgraph.core.state import AgentState, StreamChunk
 from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
+from tenxgraph.storage.checkpointer.lease import busy_error
 from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
@@ -35,8 +35,8 @@ class CompiledGraph:
     """A validated graph, ready to run. Create it with `StateGraph.compile()`.
 
     Everything a run needs (node call conventions, reducers, edge tables) was worked out at
-    compile time. Each compiled graph owns its checkpointer, thread locks and loop thread;
-    nothing is shared between two compiled graphs.
+    compile time. Each compiled graph owns its checkpointer and thread locks; nothing is
+    shared between two compiled graphs but the process's loop thread of the sync API.
     """
 
     def __init__(
@@ -69,8 +69,9 @@ class CompiledGraph:
         self._turns: dict[tuple[int, str], deque[asyncio.Future[None]]] = {}
         self._live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
         self._active: dict[str, Run] = {}
-        self._loop_thread = LoopThread(f"graph-{id(self):x}")
-        self._finalizer = weakref.finalize(self, self._loop_thread.stop)
+        # the sync API runs on the process's one loop thread, shared by every graph: an
+        # executor, not state (this graph's checkpointer, callbacks and ids stay its own)
+        self._loop_thread = SyncBridge(f"graph-{id(self):x}", closing=checkpointer)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -230,15 +231,13 @@ class CompiledGraph:
         return self
 
     async def aclose(self) -> None:
-        """Close the checkpointer and stop the sync loop thread."""
+        """Close the checkpointer (its connections on every event loop)."""
         if self.checkpointer is not None:
             await self.checkpointer.aclose()
-        self._finalizer()
 
     def close(self) -> None:
         if self.checkpointer is not None:
             self._loop_thread.run(self.checkpointer.aclose)
-        self._finalizer()
 
     async def __aenter__(self) -> CompiledGraph:
         return self
@@ -248,22 +247,37 @@ class CompiledGraph:
 
     # -- internals used by runs ------------------------------------------------------------
 
-    async def _take_turn(self, thread_id: str) -> tuple[int, str]:
-        """Wait until this thread's earlier runs in this process (on this event loop) are
-        over; the thread's runs take turns. Returns the key to give back to `_end_turn`."""
+    async def _take_turn(
+        self, thread_id: str, strategy: str = "reject", deadline: float | None = None
+    ) -> tuple[int, str]:
+        """Take `thread_id` among this app's runs on this event loop, by the multitask
+        strategy: refuse at once while another run holds it (`reject`), wait for it
+        (`enqueue`, until the `time.monotonic()` `deadline`), or stop it and wait
+        (`interrupt`). Other apps and processes are kept out by the checkpointer's lease.
+        Returns the key to give back to `_end_turn`."""
         loop = asyncio.get_running_loop()
         key = (id(loop), thread_id)
         waiting = self._turns.get(key)
         if waiting is None:  # nobody else: no lock object at all
             self._turns[key] = deque()
             return key
+        holder = self._active.get(thread_id)
+        lease = None if holder is None else holder.lease
+        owner = "a run of this app" if lease is None else lease.owner
+        if strategy == "reject":
+            raise busy_error(thread_id, owner, None)
+        if strategy == "interrupt" and holder is not None:
+            holder.request_stop()
         turn = loop.create_future()
         waiting.append(turn)
         try:
-            await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():  # handed the turn just as cancelled
+            async with asyncio.timeout_at(deadline):  # the loop's clock is time.monotonic()
+                await turn
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            if turn.done() and not turn.cancelled():  # handed the turn just as we gave up
                 self._end_turn(key)
+            if isinstance(exc, TimeoutError):
+                raise busy_error(thread_id, owner, None) from exc
             raise
         return key
 

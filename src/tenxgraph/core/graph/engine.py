@@ -21,6 +21,8 @@ from tenxgraph.core.exceptions import (
     GraphError,
     GraphRecursionError,
     NodeError,
+    StaleStateError,
+    ThreadBusyError,
 )
 from tenxgraph.core.graph.guard import Guard, Stopped, node_error, timeout_error
 from tenxgraph.core.graph.ledger import ToolLedger
@@ -49,6 +51,7 @@ from tenxgraph.core.graph.node import (
     normalize,
 )
 from tenxgraph.core.graph.routing import Routing
+from tenxgraph.core.graph.run_config import MULTITASK_STRATEGIES, check_config_keys
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import assemble, template
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
@@ -58,8 +61,16 @@ from tenxgraph.core.state.execution_state import (
     StopRequestStatus,
 )
 from tenxgraph.core.state.message import generate_id
+from tenxgraph.storage.checkpointer.lease import (
+    Lease,
+    busy_error,
+    lost_error,
+    new_owner,
+    owner_is_dead,
+)
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
+    DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
     DEFAULT_NODE_TIMEOUT_SECONDS,
     DEFAULT_RECURSION_LIMIT,
     END,
@@ -72,6 +83,8 @@ if TYPE_CHECKING:
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
 
 _STOP_POLL_SECONDS = 0.05
+_PREPARE_ATTEMPTS = 20  # reads of a thread that moved under the run's first save, at most
+_WAIT_POLL_SECONDS = (0.005, 0.25)  # first and longest pause while waiting for a thread
 _CHUNK_SET = frozenset({"event", "thread_id", "run_id", "timestamp"})
 _MESSAGE_CHUNK_SET = frozenset({*_CHUNK_SET, "message"})
 
@@ -94,6 +107,9 @@ class RunSettings:
     node_timeout: float | None
     node_config: dict[str, Any]
     checkpoint_version: int | None = None
+    # what this run does when another run holds its thread: "reject", "enqueue", "interrupt"
+    multitask_strategy: str = "reject"
+    enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
@@ -112,7 +128,19 @@ class RunSettings:
         fork = given.get("checkpoint_version")
         if fork is not None and (not isinstance(fork, int) or isinstance(fork, bool) or fork < 1):
             raise ValueError(f"config['checkpoint_version'] must be a version number, got {fork!r}")
-        return cls(thread_id, run_id, limit, timeout if timeout else None, given, fork)
+        strategy = given.get("multitask_strategy", "reject")
+        if strategy not in MULTITASK_STRATEGIES:
+            raise ValueError(
+                f"config['multitask_strategy'] must be one of {list(MULTITASK_STRATEGIES)}, got "
+                f"{strategy!r}: what a run does when another run holds its thread"
+            )
+        wait = given.get("enqueue_timeout", DEFAULT_ENQUEUE_TIMEOUT_SECONDS)
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
+            raise ValueError(f"config['enqueue_timeout'] must be seconds or None, got {wait!r}")
+        check_config_keys(given)
+        return cls(
+            thread_id, run_id, limit, timeout if timeout else None, given, fork, strategy, wait
+        )
 
 
 _DONE = object()
@@ -148,9 +176,21 @@ class Run:
         self.current: Sequence[NodeSpec] = ()
         self.streamed: set[str | int] = set()  # ids of messages a NodeEvent already sent
         self._chunk_template: dict[str, Any] | None = None
+        # a resubmitted turn that is already answered: its stored answer, run nothing
+        self.replay: list[Message] | None = None
         checkpointer = app.checkpointer
         # where this run's tool calls record their results; none without a checkpointer
         self.ledger = None if checkpointer is None else ToolLedger(checkpointer, settings.thread_id)
+        # the run's claim on its thread, taken by its first save and released by its last
+        self.lease = (
+            None
+            if checkpointer is None
+            else Lease(new_owner(settings.run_id), checkpointer.lease_ttl)
+        )
+        self.holding = False
+        self.lease_lost = False
+        self._heartbeat: asyncio.TimerHandle | None = None
+        self._renewal: asyncio.Task[None] | None = None
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -205,15 +245,23 @@ class Run:
     async def events(self) -> AsyncGenerator[StreamChunk, None]:
         """Run to the end, yielding the chunks the consumer wants."""
         app = self.app
-        thread_id = self.settings.thread_id
-        turn = await app._take_turn(thread_id)
+        settings = self.settings
+        thread_id = settings.thread_id
+        wait = settings.enqueue_timeout
+        deadline = None if wait is None else time.monotonic() + wait
+        # a thread kept in a checkpointer has one run at a time; without one, runs share nothing
+        turn = (
+            None
+            if app.checkpointer is None
+            else await app._take_turn(thread_id, settings.multitask_strategy, deadline)
+        )
         app._active[thread_id] = self
         self.loop = asyncio.get_running_loop()
         self.guard.task = asyncio.current_task()
         started = time.perf_counter()
         state: AgentState | None = None
         try:
-            state, inputs = await self._prepare()
+            state, inputs = await self._prepare(deadline)
             want = self.want
             if StreamEvent.MESSAGE in want:
                 for message in inputs:
@@ -224,14 +272,20 @@ class Run:
                     )
             if StreamEvent.UPDATES in want:
                 yield self._update("invoking_graph")
-            # closed here if the consumer stops early: in this task, so that the steps' own
-            # cleanup (scopes, running nodes, model streams) runs in their context
-            steps = self._steps(state)
-            try:
-                async for chunk in steps:
-                    yield chunk
-            finally:
-                await steps.aclose()
+            if self.replay is not None:  # an answered turn sent again: its answer, once more
+                self.produced = self.replay
+                if StreamEvent.MESSAGE in want:
+                    for message in self.replay:
+                        yield self._chunk(StreamEvent.MESSAGE, message=copy_message(message))
+            else:
+                # closed here if the consumer stops early: in this task, so that the steps'
+                # own cleanup (scopes, running nodes, model streams) runs in their context
+                steps = self._steps(state)
+                try:
+                    async for chunk in steps:
+                        yield chunk
+                finally:
+                    await steps.aclose()
             if StreamEvent.UPDATES in want:
                 yield self._update(
                     "graph_invoked",
@@ -250,21 +304,73 @@ class Run:
             if keep:
                 app._remember(thread_id, self.version, state)
         except BaseException as exc:
-            if state is not None:
+            if state is not None and self.replay is None:
                 await self._record_failure(state, exc)
             if isinstance(exc, Exception) and StreamEvent.ERROR in self.want:
                 yield self._chunk(StreamEvent.ERROR, data=_error_data(exc))
             raise
         finally:
             self.guard.close()
-            app._active.pop(thread_id, None)
-            app._end_turn(turn)
+            await self._let_go()
+            if app._active.get(thread_id) is self:
+                del app._active[thread_id]
+            if turn is not None:
+                app._end_turn(turn)
 
-    async def _prepare(self) -> tuple[AgentState, list[Message]]:
+    async def _prepare(self, deadline: float | None) -> tuple[AgentState, list[Message]]:
+        """Load the thread and apply the input, with the run's first save (which takes the
+        thread's lease). When another run holds the thread, the multitask strategy decides:
+        fail (`reject`), wait for it (`enqueue`), or stop it and wait (`interrupt`). Nothing
+        is written until the lease is ours."""
+        checkpointer = self.app.checkpointer
+        strategy = self.settings.multitask_strategy
+        moved = 0
+        while True:
+            try:
+                return await self._prepare_once()
+            except ThreadBusyError as busy:
+                assert checkpointer is not None  # only a checkpointer has leases
+                holder = str(busy.context.get("holder") or "")
+                if owner_is_dead(holder):  # crashed on this machine: no need to wait
+                    await checkpointer.arelease_lease(self.settings.thread_id, holder)
+                    continue
+                if strategy == "reject":
+                    raise
+                if strategy == "interrupt":
+                    await checkpointer.arequest_stop(self.settings.thread_id)
+                await self._wait_for_thread(deadline)
+            except StaleStateError:
+                # the thread moved between our read and our first save (another run ended
+                # just then); nothing was written, so read it again
+                moved += 1
+                if moved >= _PREPARE_ATTEMPTS:
+                    raise
+
+    async def _wait_for_thread(self, deadline: float | None) -> None:
+        """Wait until no live lease holds the thread (or its holder is found dead)."""
+        checkpointer = self.app.checkpointer
+        assert checkpointer is not None
+        thread_id = self.settings.thread_id
+        pause, longest = _WAIT_POLL_SECONDS
+        while True:
+            holder = await checkpointer.alease_holder(thread_id)
+            if holder is None:
+                return
+            if owner_is_dead(holder.owner):
+                await checkpointer.arelease_lease(thread_id, holder.owner)
+                return
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _waited_too_long(thread_id, holder.owner, self.settings.enqueue_timeout)
+            await asyncio.sleep(min(pause, holder.expires_in, left or pause) + 0.001)
+            pause = min(pause * 2, longest)
+
+    async def _prepare_once(self) -> tuple[AgentState, list[Message]]:
         """Load (or create) the thread's state and apply the run's input to it: new messages,
         field values, or the answer to the interrupt the thread is paused at."""
         app = self.app
         thread_id = self.settings.thread_id
+        self.next_names, self.deferred, self.skip_breakpoint = None, set(), False
         state, version, forked = await app._checkout(thread_id, self.settings.checkpoint_version)
         data = {} if self.input_data is None else self.input_data
         if not isinstance(data, dict):
@@ -292,9 +398,19 @@ class Run:
                 f"({thread_id!r}) has no stored state, so the run needs at least one message, "
                 "e.g. {'messages': [Message.text_message('Hello')]}"
             )
+        new_turn = bool(messages)
+        resent = version is not None and new_turn and not forked and data.keys() == {"messages"}
+        if resent and _all_stored(app, state, messages):
+            # sent again (a retry after a lost answer or a timeout): never a second turn.
+            # Answered: that answer again; its run unfinished: continue that run.
+            self.replay = _answer_to(state, messages[-1])
+            if self.replay is not None:
+                self.version = version
+                return state, given
+            messages, new_turn = [], False
         meta = state.execution_meta
         if version is not None:  # a thread that ran before: where did it stop?
-            self._continue(state, data, bool(messages))
+            self._continue(state, data, new_turn)
         updates = data.get("state")
         if updates:
             self._set_input_fields(state, updates)
@@ -310,13 +426,6 @@ class Run:
         if self.next_names is None:
             set_fields(meta, current_node=START)
         meta.internal_data.pop("error", None)
-        checkpointer = app.checkpointer
-        if (
-            version is not None
-            and checkpointer is not None
-            and await checkpointer.ais_stop_requested(thread_id)
-        ):
-            await checkpointer.aclear_stop_request(thread_id)
         before = state.context
         if messages:
             set_fields(state, context=app._merge_messages(before, messages))
@@ -327,6 +436,14 @@ class Run:
             else log_entries(before, state.context, app._append_only, version is None)
         )
         self.version = await self._save(state, version, added)
+        checkpointer = app.checkpointer
+        # a stop asked for while no run held the thread is not meant for this one
+        if (
+            version is not None
+            and checkpointer is not None
+            and await checkpointer.ais_stop_requested(thread_id)
+        ):
+            await checkpointer.aclear_stop_request(thread_id)
         return state, given
 
     def _continue(self, state: AgentState, data: dict[str, Any], new_turn: bool) -> None:
@@ -355,19 +472,17 @@ class Run:
                 "Resume it with {'resume': <answer>}"
             )
         # Continue the thread's unfinished run (paused, stopped, crashed or failed) when the
-        # input brings no new turn; new messages start a new run, except after an error,
-        # where the run is retried from the step that failed.
-        unfinished = meta.status != ExecutionStatus.COMPLETED
-        if new_turn and meta.status != ExecutionStatus.ERROR:
-            unfinished = False
+        # input brings no new turn; new messages start a new run, even after a failure (the
+        # failed step stays in the thread's history; `ainvoke(None, config)` retries it).
+        unfinished = meta.status != ExecutionStatus.COMPLETED and not new_turn
         # where the unfinished run stopped; without a record it never finished its first
         # step (the process died in it), so it starts again from START
         if unfinished and "next" in internal:
             self.next_names = list(internal["next"])
             self.deferred = set(internal.get("deferred") or ())
         else:  # a new run: the last one's bookkeeping must not steer it
-            internal.pop("next", None)
-            internal.pop("deferred", None)
+            for key in ("next", "deferred", "answers"):
+                internal.pop(key, None)
         self.skip_breakpoint = meta.interrupt_reason == "interrupt_before"
 
     def _set_input_fields(self, state: AgentState, updates: Any) -> None:
@@ -546,7 +661,9 @@ class Run:
                     )
                 elif not frontier:  # the last step: this save also records the completion
                     _mark_completed(meta)
-                self.version = await self._save(state, self.version, added)
+                self.version = await self._save(
+                    state, self.version, added, final=bool(pause_after) or not frontier
+                )
             except BaseException:
                 restore(state, pre, pre_len)
                 set_fields(meta, step=pre_step)
@@ -570,7 +687,7 @@ class Run:
         meta = state.execution_meta
         if meta.status != ExecutionStatus.COMPLETED:  # the entry led straight to END
             _mark_completed(meta)
-            self.version = await self._save(state, self.version, [])
+            self.version = await self._save(state, self.version, [], final=True)
 
     # -- running nodes ---------------------------------------------------------------------
 
@@ -838,30 +955,93 @@ class Run:
         state: AgentState,
         version: int | None,
         added: list[Message] | None,
+        *,
+        final: bool = False,
     ) -> int | None:
-        """Checkpoint: append `added` to the log, or replace the log when it is None."""
+        """Checkpoint: append `added` to the log, or replace the log when it is None. The
+        run's first save takes the thread's lease, a `final` one releases it."""
         checkpointer = self.app.checkpointer
         if checkpointer is None:
             return version
-        return await checkpointer.asave(
-            self.settings.thread_id,
-            expected_version=version,
-            state=state,
-            new_messages=state.context if added is None else added,
-            rewrite=added is None,
-        )
+        lease = self.lease
+        try:
+            saved = await checkpointer.asave(
+                self.settings.thread_id,
+                expected_version=version,
+                state=state,
+                new_messages=state.context if added is None else added,
+                rewrite=added is None,
+                lease=lease,
+                release=final,
+            )
+        except (ThreadBusyError, StaleStateError) as exc:
+            if not self.holding or lease is None:  # the first save: `_prepare` decides
+                raise
+            self.holding = False  # someone else took the thread while we held it
+            self._stop_heartbeat()
+            raise lost_error(self.settings.thread_id, lease.owner) from exc
+        if final:
+            self.holding = False
+            self._stop_heartbeat()
+        elif not self.holding:
+            self.holding = True
+            self._start_heartbeat()
+        return saved
 
     async def _record_failure(self, state: AgentState, exc: BaseException) -> None:
         """Mark the state failed and keep what was done so far."""
-        if isinstance(exc, asyncio.CancelledError | GeneratorExit):
-            return
+        if isinstance(exc, asyncio.CancelledError | GeneratorExit) or not self.holding:
+            return  # cancelled (continued later), or the thread is not ours to write
         state.execution_meta.error(str(exc))
-        if self.current:  # the next run retries from the step that failed
+        if self.current:  # `ainvoke(None, config)` retries from the step that failed
             state.execution_meta.internal_data["next"] = [s.name for s in self.current]
             state.execution_meta.internal_data["deferred"] = sorted(self.deferred)
         # the original error matters more than a failed bookkeeping write
         with contextlib.suppress(Exception):
-            self.version = await self._save(state, self.version, [])
+            self.version = await self._save(state, self.version, [], final=True)
+
+    # -- the lease -------------------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        """Renew the lease every third of its life while the run works (a long node or tool
+        must not let it expire); a run that ends sooner never renews."""
+        if self.lease is not None and self.loop is not None:
+            self._heartbeat = self.loop.call_later(self.lease.ttl / 3, self._beat)
+
+    def _beat(self) -> None:
+        self._heartbeat = None
+        self._renewal = asyncio.ensure_future(self._renew())
+
+    async def _renew(self) -> None:
+        checkpointer, lease = self.app.checkpointer, self.lease
+        if checkpointer is None or lease is None:
+            return
+        try:
+            kept = await checkpointer.arenew_lease(self.settings.thread_id, lease)
+        except Exception:  # storage hiccup: try again at the next beat; a save would tell
+            kept = True
+        if not kept and self.holding:  # expired and taken over: this run must stop now
+            self.lease_lost = True
+            self.request_stop()
+        elif self.holding:
+            self._start_heartbeat()
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        if self._renewal is not None and not self._renewal.done():
+            self._renewal.cancel()
+
+    async def _let_go(self) -> None:
+        """At the end of a run that still holds its lease (cancelled, or its last save
+        failed): release it, so the thread can be continued at once."""
+        self._stop_heartbeat()
+        checkpointer, lease = self.app.checkpointer, self.lease
+        if self.holding and checkpointer is not None and lease is not None:
+            self.holding = False
+            with contextlib.suppress(Exception):  # else it expires after its ttl
+                await checkpointer.arelease_lease(self.settings.thread_id, lease.owner)
 
     def _scope(self, state: AgentState, spec: NodeSpec) -> InterruptScope:
         """What `interrupt()` inside this node sees: the answers given to it so far."""
@@ -883,13 +1063,15 @@ class Run:
         meta.set_interrupt(node, reason, status, data)
         meta.internal_data["next"] = [s.name for s in frontier]
         meta.internal_data["deferred"] = sorted(self.deferred)
-        self.version = await self._save(state, self.version, [])
+        self.version = await self._save(state, self.version, [], final=True)
         if self.want:  # every granularity is told: a paused run needs its caller
             yield self._update("interrupted", node=node, reason=reason, interrupt=data)
 
     async def _stop(
         self, state: AgentState, frontier: Sequence[NodeSpec]
     ) -> AsyncIterator[StreamChunk]:
+        if self.lease_lost and self.lease is not None:  # stopped because another run took over
+            raise lost_error(self.settings.thread_id, self.lease.owner)
         if self.app.checkpointer is not None:
             await self.app.checkpointer.aclear_stop_request(self.settings.thread_id)
         state.execution_meta.stop_current_execution = StopRequestStatus.STOPPED
@@ -938,6 +1120,39 @@ class Run:
             if meta.interrupt_data:
                 result["interrupt"] = meta.interrupt_data
         return result
+
+
+def _all_stored(app: CompiledGraph, state: AgentState, messages: list[Message]) -> bool:
+    """Whether every one of `messages` is already in the thread (by id): a resubmission."""
+    return app._append_only and len(app._merge_messages(state.context, messages)) == len(
+        state.context
+    )
+
+
+def _answer_to(state: AgentState, message: Message) -> list[Message] | None:
+    """The stored answer to a user turn: the messages after it, up to the next user message.
+    None if its run has not finished (it is the last turn and the thread is not completed)."""
+    context = state.context
+    wanted = message.message_id
+    at = next((i for i in range(len(context) - 1, -1, -1) if context[i].message_id == wanted), -1)
+    if at < 0:
+        return None
+    after = context[at + 1 :]
+    following = next((i for i, m in enumerate(after) if m.role == "user"), None)
+    if following is not None:
+        return list(after[:following])
+    if state.execution_meta.status == ExecutionStatus.COMPLETED:
+        return list(after)
+    return None
+
+
+def _waited_too_long(thread_id: str, holder: str, waited: float | None) -> ThreadBusyError:
+    error = busy_error(thread_id, holder, None)
+    error.message = (
+        f"Thread {thread_id!r} is still busy after waiting {waited}s (config['enqueue_timeout'])"
+        f" for run {holder} to finish. Nothing was written; retry later or wait longer"
+    )
+    return error
 
 
 def _mark_completed(meta: ExecutionState) -> None:

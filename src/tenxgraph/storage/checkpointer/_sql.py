@@ -23,7 +23,7 @@ from tenxgraph.storage.checkpointer.base import S, decode_state
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def stale_error(thread_id: str, expected: int | None, found: int | None) -> StaleStateError:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer.lease import DEFAULT_LEASE_TTL, Lease, LeaseHolder
 
 S = TypeVar("S", bound=AgentState)
 
@@ -149,7 +150,13 @@ def decode_state(
 
 
 class BaseCheckpointer(ABC):
-    """Keeps threads: a versioned state header plus an append-only message log per thread."""
+    """Keeps threads: a versioned state header plus an append-only message log per thread,
+    and each thread's lease (which run owns it; see `tenxgraph.storage.checkpointer.lease`).
+    """
+
+    #: seconds a run's lease lasts past its last save or heartbeat (built-in stores take it as
+    #: `lease_ttl=`): how long a thread stays blocked after its owner's process died
+    lease_ttl: float = DEFAULT_LEASE_TTL
 
     def __init__(self) -> None:
         self.state_type: type[AgentState] = AgentState
@@ -189,11 +196,35 @@ class BaseCheckpointer(ABC):
         state: AgentState,
         new_messages: Sequence[Message],
         rewrite: bool = False,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> int:
         """Append `new_messages` and replace the header, if the thread is still at
         `expected_version` (None: the thread must not exist yet). Returns the new version;
         raises `StaleStateError` otherwise. With `rewrite=True`, `new_messages` is the whole
-        history and replaces the stored log (only when a context reducer rewrote history)."""
+        history and replaces the stored log (only when a context reducer rewrote history).
+
+        Leases: while another owner's lease on the thread is live, the save raises
+        `ThreadBusyError` and writes nothing (checked before the version). With `lease`, the
+        save takes or extends that lease (`lease.ttl` from now), or releases it when
+        `release` is true; without one, it leaves the thread unleased. (A run whose lease
+        expired and was taken over gets `ThreadBusyError` here; the engine reports it as
+        `LeaseLostError`.)"""
+
+    # -- leases: a run owns its thread from its first save to its last ---------------------
+
+    @abstractmethod
+    async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
+        """Extend `lease` by `lease.ttl` from now if its owner still holds it (the heartbeat
+        of a long step). False if the lease was lost or released."""
+
+    @abstractmethod
+    async def arelease_lease(self, thread_id: str, owner: str) -> None:
+        """Release the thread's lease if `owner` holds it; otherwise do nothing."""
+
+    @abstractmethod
+    async def alease_holder(self, thread_id: str) -> LeaseHolder | None:
+        """The owner of the thread's live lease and its remaining seconds, or None."""
 
     @abstractmethod
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:

@@ -21,6 +21,13 @@ from tenxgraph.storage.checkpointer.base import (
     encode_header,
     encode_message,
 )
+from tenxgraph.storage.checkpointer.lease import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseHolder,
+    busy_error,
+    check_ttl,
+)
 
 
 @dataclass(slots=True)
@@ -40,6 +47,12 @@ class _Thread:
     versions: list[_Version] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     generation: int = 0
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+
+    def holder(self, now: float) -> str | None:
+        """The owner of the live lease, if any."""
+        return self.lease_owner if self.lease_expires > now else None
 
     @property
     def version(self) -> int:
@@ -50,8 +63,9 @@ class InMemoryCheckpointer(BaseCheckpointer):
     """Stores JSON copies, never references: changing a state you got back (or one you saved)
     never changes what is stored. Each instance is its own store."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
         super().__init__()
+        self.lease_ttl = check_ttl(lease_ttl)
         self._threads: dict[str, _Thread] = {}
         self._stop_requests: set[str] = set()
         self._ledger: dict[tuple[str, str, str], str] = {}
@@ -80,8 +94,15 @@ class InMemoryCheckpointer(BaseCheckpointer):
         state: AgentState,
         new_messages: Sequence[Message],
         rewrite: bool = False,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> int:
         thread = self._threads.get(thread_id)
+        now = time.time()
+        if thread is not None:
+            holder = thread.holder(now)
+            if holder is not None and (lease is None or holder != lease.owner):
+                raise busy_error(thread_id, holder, thread.lease_expires - now)
         current = None if thread is None else thread.version
         if current != expected_version:
             raise StaleStateError(
@@ -93,6 +114,10 @@ class InMemoryCheckpointer(BaseCheckpointer):
         encoded = [encode_message(m) for m in new_messages]
         if thread is None:
             thread = self._threads[thread_id] = _Thread()
+        if lease is None or release:
+            thread.lease_owner, thread.lease_expires = None, 0.0
+        else:
+            thread.lease_owner, thread.lease_expires = lease.owner, now + lease.ttl
         if rewrite:
             thread.messages = encoded
             thread.generation += 1
@@ -113,6 +138,27 @@ class InMemoryCheckpointer(BaseCheckpointer):
             )
         )
         return version
+
+    async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
+        thread = self._threads.get(thread_id)
+        now = time.time()
+        if thread is None or thread.holder(now) != lease.owner:
+            return False
+        thread.lease_expires = now + lease.ttl
+        return True
+
+    async def arelease_lease(self, thread_id: str, owner: str) -> None:
+        thread = self._threads.get(thread_id)
+        if thread is not None and thread.lease_owner == owner:
+            thread.lease_owner, thread.lease_expires = None, 0.0
+
+    async def alease_holder(self, thread_id: str) -> LeaseHolder | None:
+        thread = self._threads.get(thread_id)
+        now = time.time()
+        holder = None if thread is None else thread.holder(now)
+        if thread is None or holder is None:
+            return None
+        return LeaseHolder(holder, thread.lease_expires - now)
 
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
         thread = self._threads.get(thread_id)

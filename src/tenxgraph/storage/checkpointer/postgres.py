@@ -43,6 +43,13 @@ from tenxgraph.storage.checkpointer.base import (
     encode_header,
     encode_message,
 )
+from tenxgraph.storage.checkpointer.lease import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseHolder,
+    busy_error,
+    check_ttl,
+)
 
 T = TypeVar("T")
 Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
@@ -91,10 +98,23 @@ def _schema_v1(s: str) -> tuple[str, ...]:
     )
 
 
+def _leases_v2(s: str) -> tuple[str, ...]:
+    """Each thread's lease: the run that owns it, until when, and its last heartbeat."""
+    return (
+        f"""ALTER TABLE {s}.tx_threads
+            ADD COLUMN IF NOT EXISTS lease_owner TEXT,
+            ADD COLUMN IF NOT EXISTS lease_expires DOUBLE PRECISION,
+            ADD COLUMN IF NOT EXISTS lease_heartbeat DOUBLE PRECISION""",
+    )
+
+
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
 #: transaction under the schema advisory lock, together with the version update.
-MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {1: _schema_v1}
+MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {1: _schema_v1, 2: _leases_v2}
+
+# Lease times come from the database's clock, so hosts with skewed clocks agree on them.
+_NOW = "extract(epoch from clock_timestamp())::double precision"
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -158,8 +178,10 @@ class PgCheckpointer(BaseCheckpointer):
         min_size: int = 1,
         max_size: int = 10,
         retries: int = 3,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
     ) -> None:
         super().__init__()
+        self.lease_ttl = check_ttl(lease_ttl)
         if (dsn is None) == (pool is None):
             raise ValueError("PgCheckpointer needs exactly one of dsn=... or pool=...")
         if not _IDENTIFIER.match(schema):
@@ -351,6 +373,8 @@ class PgCheckpointer(BaseCheckpointer):
         state: AgentState,
         new_messages: Sequence[Message],
         rewrite: bool = False,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> int:
         header = encode_header(state, thread_id)
         ids = [str(m.message_id) for m in new_messages]
@@ -358,6 +382,9 @@ class PgCheckpointer(BaseCheckpointer):
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
         s = self._s
+        mine = None if lease is None else lease.owner  # who may write while the lease is live
+        owner = None if release else mine  # who holds the lease after this save
+        ttl = 0.0 if lease is None else lease.ttl
 
         async def write(conn: Connection) -> int:
             transaction = conn.transaction()
@@ -367,30 +394,46 @@ class PgCheckpointer(BaseCheckpointer):
                 if expected_version is None:
                     result = await conn.execute(
                         f"INSERT INTO {s}.tx_threads (thread_id, version, generation, "
-                        "created_at, updated_at) VALUES ($1, 1, $2, $3, $3) "
-                        "ON CONFLICT DO NOTHING",
+                        "created_at, updated_at, lease_owner, lease_expires, lease_heartbeat) "
+                        f"VALUES ($1, 1, $2, $3, $3, $4::text, CASE WHEN $4::text IS NULL "
+                        f"THEN NULL ELSE {_NOW} + $5 END, {_NOW}) ON CONFLICT DO NOTHING",
                         thread_id,
                         1 if rewrite else 0,
                         now,
+                        owner,
+                        ttl,
                     )
                     generation = 1 if rewrite else 0
                     swapped = result == "INSERT 0 1"
                 else:
                     generation = await conn.fetchval(
                         f"UPDATE {s}.tx_threads SET version = version + 1, "
-                        "generation = generation + $3, updated_at = $4 "
-                        "WHERE thread_id = $1 AND version = $2 RETURNING generation",
+                        "generation = generation + $3, updated_at = $4, lease_owner = $5::text, "
+                        f"lease_expires = CASE WHEN $5::text IS NULL THEN NULL ELSE {_NOW} + $6 "
+                        f"END, lease_heartbeat = {_NOW} WHERE thread_id = $1 AND version = $2 "
+                        "AND (lease_owner IS NULL OR lease_owner = $7::text "
+                        f"OR lease_expires <= {_NOW}) RETURNING generation",
                         thread_id,
                         expected_version,
                         1 if rewrite else 0,
                         now,
+                        owner,
+                        ttl,
+                        mine,
                     )
                     swapped = generation is not None
                 if not swapped:
-                    found = await conn.fetchval(
-                        f"SELECT version FROM {s}.tx_threads WHERE thread_id = $1", thread_id
+                    found = await conn.fetchrow(
+                        f"SELECT version, lease_owner, lease_expires - {_NOW} AS remaining "
+                        f"FROM {s}.tx_threads WHERE thread_id = $1",
+                        thread_id,
                     )
-                    raise stale_error(thread_id, expected_version, found)
+                    holder = None if found is None else found["lease_owner"]
+                    if holder is not None and found["remaining"] > 0 and holder != mine:
+                        raise busy_error(thread_id, holder, found["remaining"])
+                    raise stale_error(
+                        thread_id, expected_version, None if found is None else found["version"]
+                    )
                 if rewrite:
                     await conn.execute(
                         f"DELETE FROM {s}.tx_messages WHERE thread_id = $1", thread_id
@@ -460,6 +503,46 @@ class PgCheckpointer(BaseCheckpointer):
                         context={"thread_id": thread_id, "version": version},
                     ) from unknown.__cause__
                 attempt += 1
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
+        async def renew(conn: Connection) -> bool:
+            status = await conn.execute(
+                f"UPDATE {self._s}.tx_threads SET lease_expires = {_NOW} + $3, "
+                f"lease_heartbeat = {_NOW} WHERE thread_id = $1 AND lease_owner = $2 "
+                f"AND lease_expires > {_NOW}",
+                thread_id,
+                lease.owner,
+                lease.ttl,
+            )
+            return bool(status == "UPDATE 1")
+
+        return await self._run(renew)
+
+    async def arelease_lease(self, thread_id: str, owner: str) -> None:
+        async def release(conn: Connection) -> None:
+            await conn.execute(
+                f"UPDATE {self._s}.tx_threads SET lease_owner = NULL, lease_expires = NULL "
+                "WHERE thread_id = $1 AND lease_owner = $2",
+                thread_id,
+                owner,
+            )
+
+        await self._run(release)
+
+    async def alease_holder(self, thread_id: str) -> LeaseHolder | None:
+        async def read(conn: Connection) -> Any:
+            return await conn.fetchrow(
+                f"SELECT lease_owner, lease_expires - {_NOW} AS remaining "
+                f"FROM {self._s}.tx_threads WHERE thread_id = $1",
+                thread_id,
+            )
+
+        row = await self._run(read)
+        if row is None or row["lease_owner"] is None or not row["remaining"] > 0:
+            return None
+        return LeaseHolder(str(row["lease_owner"]), float(row["remaining"]))
 
     async def _commit(self, transaction: Any) -> None:
         """COMMIT (a seam for tests that simulate a connection lost at this moment)."""

@@ -43,6 +43,13 @@ from tenxgraph.storage.checkpointer.base import (
     encode_header,
     encode_message,
 )
+from tenxgraph.storage.checkpointer.lease import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseHolder,
+    busy_error,
+    check_ttl,
+)
 
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
@@ -83,9 +90,16 @@ _SCHEMA_V1 = (
         created_at REAL NOT NULL)""",
 )
 
+# version 2: each thread's lease (the run that owns it, until when, its last heartbeat)
+_LEASES_V2 = (
+    "ALTER TABLE tx_threads ADD COLUMN lease_owner TEXT",
+    "ALTER TABLE tx_threads ADD COLUMN lease_expires REAL",
+    "ALTER TABLE tx_threads ADD COLUMN lease_heartbeat REAL",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
-MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1}
+MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1, 2: _LEASES_V2}
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -114,8 +128,15 @@ class SqliteCheckpointer(BaseCheckpointer):
     connections; it is gone once they are all closed.
     """
 
-    def __init__(self, db_path: str | Path = DEFAULT_DB_PATH, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        db_path: str | Path = DEFAULT_DB_PATH,
+        *,
+        busy_timeout: float = 5.0,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+    ) -> None:
         super().__init__()
+        self.lease_ttl = check_ttl(lease_ttl)
         self._memory = str(db_path) == ":memory:"
         self.db_path: Path | None = None if self._memory else Path(db_path).expanduser()
         self._memory_uri = f"file:tenxgraph-{uuid.uuid4().hex}?mode=memory&cache=shared"
@@ -326,16 +347,23 @@ class SqliteCheckpointer(BaseCheckpointer):
         state: AgentState,
         new_messages: Sequence[Message],
         rewrite: bool = False,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> int:
         header = encode_header(state, thread_id)
         encoded = [(str(m.message_id), encode_message(m)) for m in new_messages]
         step, status, node = checkpoint_fields(state)
+        mine = None if lease is None else lease.owner
         async with self._transaction(write=True) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT version, generation FROM tx_threads WHERE thread_id = ?",
+                "SELECT version, generation, lease_owner, lease_expires FROM tx_threads "
+                "WHERE thread_id = ?",
                 (thread_id,),
             )
+            now = time.time()
+            if thread is not None and _live_holder(thread, now) not in (None, mine):
+                raise busy_error(thread_id, str(thread[2]), thread[3] - now)
             current = None if thread is None else int(thread[0])
             if current != expected_version:
                 raise stale_error(thread_id, expected_version, current)
@@ -354,7 +382,10 @@ class SqliteCheckpointer(BaseCheckpointer):
                 [(thread_id, start + i, mid, body) for i, (mid, body) in enumerate(encoded)],
             )
             version = (current or 0) + 1
-            now = time.time()
+            owner: str | None = None
+            expires: float | None = None
+            if lease is not None and not release:
+                owner, expires = lease.owner, now + lease.ttl
             await conn.execute(
                 "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
                 "generation, step, status, node, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -364,16 +395,51 @@ class SqliteCheckpointer(BaseCheckpointer):
             if thread is None:
                 await conn.execute(
                     "INSERT INTO tx_threads (thread_id, version, generation, created_at, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?)",
-                    (thread_id, version, generation, now, now),
+                    "updated_at, lease_owner, lease_expires, lease_heartbeat) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (thread_id, version, generation, now, now, owner, expires, now),
                 )
             else:
                 await conn.execute(
-                    "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ? "
-                    "WHERE thread_id = ?",
-                    (version, generation, now, thread_id),
+                    "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ?, "
+                    "lease_owner = ?, lease_expires = ?, lease_heartbeat = ? WHERE thread_id = ?",
+                    (version, generation, now, owner, expires, now, thread_id),
                 )
         return version
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
+        async with self._connected() as conn:
+            now = time.time()
+            cursor = await conn.execute(
+                "UPDATE tx_threads SET lease_expires = ?, lease_heartbeat = ? "
+                "WHERE thread_id = ? AND lease_owner = ? AND lease_expires > ?",
+                (now + lease.ttl, now, thread_id, lease.owner, now),
+            )
+            renewed = cursor.rowcount == 1
+            await cursor.close()
+        return renewed
+
+    async def arelease_lease(self, thread_id: str, owner: str) -> None:
+        async with self._connected() as conn:
+            await conn.execute(
+                "UPDATE tx_threads SET lease_owner = NULL, lease_expires = NULL "
+                "WHERE thread_id = ? AND lease_owner = ?",
+                (thread_id, owner),
+            )
+
+    async def alease_holder(self, thread_id: str) -> LeaseHolder | None:
+        async with self._connected() as conn:
+            row = await self._fetchone(
+                conn,
+                "SELECT lease_owner, lease_expires FROM tx_threads WHERE thread_id = ?",
+                (thread_id,),
+            )
+        now = time.time()
+        if row is None or row[0] is None or row[1] is None or row[1] <= now:
+            return None
+        return LeaseHolder(str(row[0]), float(row[1]) - now)
 
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
         async with self._connected() as conn:
@@ -454,6 +520,12 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def aclear_stop_request(self, thread_id: str) -> None:
         async with self._connected() as conn:
             await conn.execute("DELETE FROM tx_stop_requests WHERE thread_id = ?", (thread_id,))
+
+
+def _live_holder(thread: sqlite3.Row, now: float) -> str | None:
+    """The owner of a thread row's live lease (columns 2 and 3: owner, expiry), if any."""
+    owner, expires = thread[2], thread[3]
+    return None if owner is None or expires is None or expires <= now else str(owner)
 
 
 __all__ = ["DEFAULT_DB_PATH", "MIGRATIONS", "SqliteCheckpointer"]
