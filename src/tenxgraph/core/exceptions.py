@@ -2,12 +2,15 @@
 
 Every error carries a stable `error_code` (for logs and alerting), a human message that says
 what went wrong and what to do, and an optional `context` dict with the details. `str(err)`
-is ``"[CODE] message"``.
+is ``"[CODE] message"``. Credentials the process holds are redacted from the message and the
+context as the error is made (and again when it is shown), so no error carries a key.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from tenxgraph.core.redaction import redact, redact_value
 
 
 class GraphError(Exception):
@@ -21,28 +24,28 @@ class GraphError(Exception):
         error_code: str | None = None,
         context: dict[str, Any] | None = None,
     ) -> None:
-        self.message = message
+        self.message = redact(message)
         self.error_code = error_code or self.default_code
-        self.context: dict[str, Any] = dict(context or {})
-        super().__init__(message)
+        self.context: dict[str, Any] = redact_value(dict(context or {}))
+        super().__init__(self.message)
 
     def __str__(self) -> str:
-        return f"[{self.error_code}] {self.message}"
+        return redact(f"[{self.error_code}] {self.message}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # keep the code and context across pickling (multiprocessing, task queues)
         return (type(self), (self.message, self.error_code, self.context))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, error_code={self.error_code!r})"
+        return redact(f"{type(self).__name__}({self.message!r}, error_code={self.error_code!r})")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description of the error, for logs and API responses."""
         return {
             "error_type": type(self).__name__,
             "error_code": self.error_code,
-            "message": self.message,
-            "context": self.context,
+            "message": redact(self.message),
+            "context": redact_value(self.context),
         }
 
 
