@@ -461,6 +461,13 @@ class Run:
                     f"{meta.status.value}). Send {{'messages': [...]}} to start a run"
                 )
             if waiting:
+                asked = meta.interrupt_data or {}
+                # the node that paused may refuse an answer it cannot use (a ToolNode: a
+                # decision missing for a pending tool call), before anything is written
+                node = self.app._specs.get(str(asked.get("node")))
+                check = getattr(type(node.func), "check_resume", None) if node else None
+                if node is not None and check is not None:
+                    check(node.func, asked, data["resume"])
                 key = str(meta.interrupt_data["key"])  # type: ignore[index]
                 scope = key.rsplit(":", 1)[0]
                 internal.setdefault("answers", {}).setdefault(scope, []).append(data["resume"])
