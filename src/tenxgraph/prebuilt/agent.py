@@ -35,7 +35,9 @@ class ReactAgent:
 
     `model` is any name an `Agent` takes (``"test"`` for the offline model) or a model
     client; `agent_options` go to the `Agent` (temperature, output_schema, fallback_models,
-    ...). The nodes are named ``"agent"`` and ``"tools"``."""
+    ...). The nodes are named ``"agent"`` and ``"tools"``. `requires_approval` (True, or
+    tool names) makes the run pause before those tools run, for a person to approve, edit or
+    reject each call (as `ToolNode(requires_approval=...)`)."""
 
     def __init__(
         self,
@@ -45,9 +47,18 @@ class ReactAgent:
         *,
         state: AgentState | type[AgentState] | None = None,
         context_manager: BaseContextManager[Any] | None = None,
+        requires_approval: bool | Iterable[str] = False,
         **agent_options: Any,
     ) -> None:
-        self.tool_node = tools if isinstance(tools, ToolNode) else ToolNode(tools)
+        if isinstance(tools, ToolNode):
+            if requires_approval is not False:
+                raise TypeError(
+                    "ReactAgent(requires_approval=...) is for a list of tools; with a ToolNode, "
+                    "pass it to the ToolNode: ToolNode(tools, requires_approval=...)"
+                )
+            self.tool_node = tools
+        else:
+            self.tool_node = ToolNode(tools, requires_approval=requires_approval)
         self.agent = Agent(
             model, system_prompt=system_prompt, tool_node=self.tool_node, **agent_options
         )

@@ -1,4 +1,5 @@
-"""`@tool`: describe a function as a tool (name, description, tags) without wrapping it.
+"""`@tool`: describe a function as a tool (name, description, tags, whether a person must
+approve each call) without wrapping it.
 
 The function stays the same object and is called as before; the metadata sits in an attribute
 that `tool_spec` reads when it builds the schema. Only the standard library is imported here, so
@@ -27,6 +28,7 @@ class ToolInfo:
     name: str | None = None
     description: str | None = None
     tags: frozenset[str] = frozenset()
+    requires_approval: bool = False
 
 
 def check_tool_name(name: str, where: str) -> str:
@@ -75,6 +77,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     tags: Iterable[str] | None = None,
+    requires_approval: bool = False,
 ) -> F: ...
 
 
@@ -86,6 +89,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     tags: Iterable[str] | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -96,8 +100,12 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     tags: Iterable[str] | None = None,
+    requires_approval: bool = False,
 ) -> F | Callable[[F], F]:
     """Mark `func` as a tool, as `@tool` or `@tool(name=..., description=..., tags=...)`.
+
+    With `requires_approval=True`, a `ToolNode` pauses the run before each call of the tool
+    until a person approves, edits or rejects it (see `ToolNode`).
 
     Returns `func` itself: the metadata is stored in `func.__tenxgraph_tool__` (a `ToolInfo`),
     so sync and async functions keep working unchanged. Errors surface at decoration time.
@@ -108,7 +116,16 @@ def tool(
         check_tool_name(name, "@tool(name=...)")
     if description is not None and not isinstance(description, str):
         raise TypeError(f"@tool(description=...) takes a str, got {description!r}")
-    info = ToolInfo(name=name, description=description, tags=_tags(tags))
+    if not isinstance(requires_approval, bool):
+        raise TypeError(
+            f"@tool(requires_approval=...) takes True or False, got {requires_approval!r}"
+        )
+    info = ToolInfo(
+        name=name,
+        description=description,
+        tags=_tags(tags),
+        requires_approval=requires_approval,
+    )
     if func is None:
         return lambda f: _attach(f, info)
     return _attach(func, info)

@@ -3,6 +3,7 @@ again (resumed after an interrupt, or after a crash), replayed instead of execut
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,4 +33,16 @@ class ToolLedger:
         )
 
 
-__all__ = ["ToolLedger"]
+def idempotency_key(thread_id: str, message_id: str | int | None, call_id: str) -> str:
+    """The key a tool gets as its `idempotency_key` parameter: the same for every run of one
+    call (the ids it is made of are stored before the tool runs), different for any other call.
+
+    A tool passes it to the outside system it changes (a payment API's idempotency key, a
+    unique column), so that a run repeated after a crash between the side effect and the
+    ledger write is recognised there. ``tx_`` and 32 hex digits (a SHA-256 prefix)."""
+    parts = (thread_id, "" if message_id is None else str(message_id), call_id)
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"tx_{digest[:32]}"
+
+
+__all__ = ["ToolLedger", "idempotency_key"]

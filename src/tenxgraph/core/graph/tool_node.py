@@ -1,43 +1,43 @@
 """`ToolNode`: runs the tool calls of the model's last answer, concurrently and replay-safely.
 
-Every call ends as one tool message the model can read: a result, or an error it can act on
-(unknown tool, arguments that are not JSON or fail validation, an exception, a timeout). A run
-never crashes on a bad call. Each finished call is recorded in the run's tool ledger as soon as
-it returns; when the step runs again (resumed after an `interrupt()` in a tool, or after a
-crash) recorded calls are replayed, not executed twice.
+Every call ends as one tool message the model can read: a result (any return value, made
+JSON-safe by `tool_output`), or an error it can act on (unknown tool, arguments that are not
+JSON or fail validation, an exception, a timeout). A run never crashes on a bad call. Each
+finished call is recorded in the run's tool ledger as soon as it returns; when the step runs
+again (resumed after an `interrupt()`, or after a crash) recorded calls are replayed, not
+executed twice. Calls of tools that require approval wait for a person's decision first
+(`tool_approval`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
-import typing
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic import ValidationError
 
-from tenxgraph.core.graph.ledger import ToolLedger
-from tenxgraph.core.graph.merge import RUNTIME_FIELDS
+from tenxgraph.core.graph.ledger import ToolLedger, idempotency_key
 from tenxgraph.core.graph.node import NodeEvent
+from tenxgraph.core.graph.tool_approval import (
+    APPROVAL_REASON,
+    Decision,
+    ask,
+    read_decisions,
+    rejected_text,
+)
+from tenxgraph.core.graph.tool_calls import ToolCall, pending_calls, tool_calls_of
+from tenxgraph.core.graph.tool_output import describe_exception, safe_text, tool_output
 from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
+from tenxgraph.core.graph.tool_updates import brief, encoded, refused, revived
 from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
-from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS
 from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
 
-
-@dataclass(slots=True)
-class ToolCall:
-    """One call the model asked for. `error` is set when its arguments could not be read."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-    error: str | None = None
+_APPROVAL_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
 
 
 @dataclass(slots=True)
@@ -48,30 +48,73 @@ class _Outcome:
     interrupt: GraphInterrupt | None = None
 
 
+@dataclass(slots=True)
+class _Step:
+    """What the calls of one ToolNode step share."""
+
+    state: AgentState
+    config: dict[str, Any]
+    asked: str | int | None  # the assistant message's id: with a call's id, its ledger key
+    node: str
+    ledger: ToolLedger | None
+    time_limit: float | None
+    answers: Mapping[str, Any]  # the answers to interrupts so far, by scope
+    decisions: Mapping[str, Decision]  # approval decisions, by call id
+
+    @property
+    def thread_id(self) -> str:
+        if self.ledger is not None:
+            return self.ledger.thread_id
+        return str(self.config.get("thread_id") or "")
+
+
 class ToolNode:
     """A graph node that runs tools: ``graph.add_node("tools", ToolNode([search, refund]))``.
 
     `tools` are plain functions, sync or async (sync ones run in a worker thread). Each tool's
     schema comes from its signature, type hints and docstring, or from `@tool(...)`; parameters
-    named `state`, `config` and `tool_call_id` are filled by the runtime. Config keys:
-    `max_parallel_tools` (default 8) and `tool_timeout` in seconds (default 300; None or 0
-    for none)."""
+    named `state`, `config`, `tool_call_id` and `idempotency_key` are filled by the runtime.
+    Config keys: `max_parallel_tools` (default 8) and `tool_timeout` in seconds (default 300;
+    None or 0 for none).
 
-    def __init__(self, tools: Iterable[Callable[..., Any]] = ()) -> None:
+    `requires_approval` (True for every tool, or tool names) adds to the tools marked
+    `@tool(requires_approval=True)`: before such a call runs, the node pauses the run for a
+    person to approve, edit or reject it (see `tenxgraph.core.graph.tool_approval`)."""
+
+    def __init__(
+        self,
+        tools: Iterable[Callable[..., Any]] = (),
+        *,
+        requires_approval: bool | Iterable[str] = False,
+    ) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._approve_all = requires_approval is True
+        self._approve: frozenset[str] = frozenset()
+        self._gated = self._approve_all  # does any call need approval? (skips the check if not)
         for func in tools:
             self.add_tool(func)
+        if not isinstance(requires_approval, bool):
+            self._approve = _approval_names(requires_approval, self._tools)
+            self._gated = self._gated or bool(self._approve)
 
     def add_tool(self, func: Callable[..., Any]) -> None:
         spec = tool_spec(func)
         if spec.name in self._tools and self._tools[spec.name].func is not func:
             raise ValueError(f"Two tools are named {spec.name!r}; rename one with @tool(name=...)")
         self._tools[spec.name] = spec
+        self._gated = self._gated or spec.requires_approval
 
     @property
     def tools(self) -> dict[str, ToolSpec]:
         """The tools by the name the model calls them."""
         return dict(self._tools)
+
+    def requires_approval(self, name: str) -> bool:
+        """Whether a call of tool `name` waits for a person's decision before it runs."""
+        spec = self._tools.get(name)
+        return spec is not None and (
+            self._approve_all or spec.requires_approval or name in self._approve
+        )
 
     def all_tools_sync(self, tags: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The tools' OpenAI-format schemas (those with one of `tags`, if given)."""
@@ -84,6 +127,17 @@ class ToolNode:
         """`all_tools_sync`, awaitable (the 10xgraph shape)."""
         return self.all_tools_sync(tags)
 
+    def check_resume(self, asked: Mapping[str, Any], answer: Any) -> None:
+        """Raise ValueError if `answer` cannot resume this node's pause `asked` (the stored
+        interrupt): the engine calls it before the run writes anything, so a wrong answer to
+        an approval leaves the thread paused as it was."""
+        if asked.get("reason") != APPROVAL_REASON or not isinstance(asked.get("value"), dict):
+            return
+        listed = asked["value"].get("tool_calls") or []
+        calls = [ToolCall(str(c["id"]), str(c["name"]), dict(c.get("args") or {})) for c in listed]
+        if calls:
+            read_decisions(answer, calls, self._tools)
+
     def __repr__(self) -> str:
         return f"ToolNode({sorted(self._tools)})"
 
@@ -95,27 +149,46 @@ class ToolNode:
             return
         asked, calls = found
         scope = current_scope.get()
-        node = scope.node if scope is not None else "tools"
-        ledger: ToolLedger | None = scope.ledger if scope is not None else None
         limit = config.get("max_parallel_tools", DEFAULT_MAX_PARALLEL_TOOLS)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"config['max_parallel_tools'] must be a positive int, got {limit!r}")
-        time_limit = _time_limit(config)
-        answers = state.execution_meta.internal_data.get("answers") or {}
-        run = functools.partial(
-            self._run_call,
+        step = _Step(
             state=state,
             config=config,
             asked=asked.message_id,
-            node=node,
-            ledger=ledger,
-            time_limit=time_limit,
-            answers=answers,
+            node=scope.node if scope is not None else "tools",
+            ledger=scope.ledger if scope is not None else None,
+            time_limit=_time_limit(config),
+            answers=state.execution_meta.internal_data.get("answers") or {},
+            decisions={},
         )
+        waiting: GraphInterrupt | None = None
+        if self._gated:
+            step.decisions, held, waiting = await self._decide(calls, step)
+            calls = [c for c in calls if c.id not in held]
         outcomes: list[_Outcome | None] = [None] * len(calls)
-        streaming = bool(config.get("is_stream"))
+        async for event in self._run_all(calls, step, limit, outcomes):
+            yield event
+        done = [o for o in outcomes if o is not None]
+        if waiting is not None:  # the calls that needed no decision are recorded: now ask
+            raise waiting
+        for outcome in done:  # pause at the first tool that asked, once the others are recorded
+            if outcome.interrupt is not None:
+                raise outcome.interrupt
+        yield [o.message for o in done]
+        for outcome in done:
+            if outcome.updates:
+                yield outcome.updates
+
+    async def _run_all(
+        self, calls: list[ToolCall], step: _Step, limit: int, outcomes: list[_Outcome | None]
+    ) -> AsyncIterator[NodeEvent]:
+        """Run `calls` concurrently (at most `limit` at once) into `outcomes`; when streaming,
+        yield each call's start and end as they happen."""
+        streaming = bool(step.config.get("is_stream"))
         events: asyncio.Queue[NodeEvent | None] = asyncio.Queue()
         gate = asyncio.Semaphore(limit)
+        node = step.node
 
         async def one(i: int, call: ToolCall) -> None:
             try:
@@ -123,7 +196,7 @@ class ToolNode:
                     if streaming:
                         events.put_nowait(_started(call, node))
                     started = time.perf_counter()
-                    outcome = outcomes[i] = await run(call)
+                    outcome = outcomes[i] = await self._run_call(call, step)
                     if streaming and outcome.interrupt is None:
                         spent = time.perf_counter() - started
                         events.put_nowait(_ended(call, node, outcome, spent))
@@ -145,14 +218,30 @@ class ToolNode:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        done = [o for o in outcomes if o is not None]
-        for outcome in done:  # pause at the first tool that asked, once the others are recorded
-            if outcome.interrupt is not None:
-                raise outcome.interrupt
-        yield [o.message for o in done]
-        for outcome in done:
-            if outcome.updates:
-                yield outcome.updates
+
+    async def _decide(
+        self, calls: list[ToolCall], step: _Step
+    ) -> tuple[dict[str, Decision], set[str], GraphInterrupt | None]:
+        """The decisions on the calls that need approval, or (when a person has not answered
+        yet) the ids of those calls and the pause that asks for them."""
+        gated = []
+        for call in calls:
+            if call.error is not None or not self.requires_approval(call.name):
+                continue
+            try:
+                self._tools[call.name].validate(call.args)
+            except ValidationError:  # the model gets the error: nothing to ask a person
+                continue
+            ledger, asked = step.ledger, step.asked
+            if ledger is not None and asked is not None and await ledger.get(asked, call.id):
+                continue  # decided and run before: replayed
+            gated.append(call)
+        if not gated:
+            return {}, set(), None
+        try:
+            return ask(gated, self._tools), set(), None
+        except GraphInterrupt as pause:
+            return {}, {c.id for c in gated}, pause
 
     async def invoke(
         self,
@@ -162,9 +251,9 @@ class ToolNode:
         config: dict[str, Any] | None = None,
         state: AgentState | None = None,
     ) -> Message:
-        """Run one tool call outside a graph (no ledger) and return its tool message."""
-        outcome = await self._run_call(
-            ToolCall(tool_call_id, name, args),
+        """Run one tool call outside a graph (no ledger, no approval: the caller decides)
+        and return its tool message."""
+        step = _Step(
             state=state if state is not None else AgentState(),
             config=config or {},
             asked=None,
@@ -172,25 +261,24 @@ class ToolNode:
             ledger=None,
             time_limit=_time_limit(config or {}),
             answers={},
+            decisions={},
         )
+        outcome = await self._run_call(ToolCall(tool_call_id, name, args), step)
         if outcome.interrupt is not None:
             raise outcome.interrupt
         return outcome.message
 
     # -- one call --------------------------------------------------------------------------
 
-    async def _run_call(
-        self,
-        call: ToolCall,
-        *,
-        state: AgentState,
-        config: dict[str, Any],
-        asked: str | int | None,
-        node: str,
-        ledger: ToolLedger | None,
-        time_limit: float | None,
-        answers: dict[str, Any],
-    ) -> _Outcome:
+    async def _run_call(self, call: ToolCall, step: _Step) -> _Outcome:
+        decision = step.decisions.get(call.id) if step.decisions else None
+        if decision is not None:
+            if decision.kind == "reject":
+                message = _tool_message(call, rejected_text(call, decision.reason), True)
+                message.metadata["approval"] = _APPROVAL_WORDS["reject"]
+                return _Outcome(message)
+            if decision.kind == "edit" and decision.args is not None:
+                call = ToolCall(call.id, call.name, decision.args)
         if call.error is not None:
             return _error(call, f"{call.error}. Call the tool again with a JSON object.")
         spec = self._tools.get(call.name)
@@ -202,23 +290,32 @@ class ToolNode:
         except ValidationError as exc:
             return _error(
                 call,
-                f"Invalid arguments for tool {call.name!r}: {_brief(exc)}. Fix the arguments and "
+                f"Invalid arguments for tool {call.name!r}: {brief(exc)}. Fix the arguments and "
                 "call the tool again.",
             )
+        ledger, asked = step.ledger, step.asked
         if ledger is not None and asked is not None:
             found = await ledger.get(asked, call.id)
             if found is not None:
-                return _replay(found, type(state))
-        if "state" in spec.injected:
-            kwargs["state"] = state
-        if "config" in spec.injected:
-            kwargs["config"] = config
-        if "tool_call_id" in spec.injected:
-            kwargs["tool_call_id"] = call.id
-        scope = InterruptScope(
-            "tool", call.id, node, list(answers.get(f"tool:{call.id}", ())), call.id, ledger
-        )
+                return _replay(found, type(step.state))
+        outcome = await self._execute(spec, call, kwargs, step)
+        if decision is not None:
+            outcome.message.metadata["approval"] = _APPROVAL_WORDS[decision.kind]
+        if outcome.interrupt is None and ledger is not None and asked is not None:
+            return await _record(outcome, call, ledger, asked, type(step.state))
+        return outcome
+
+    async def _execute(
+        self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], step: _Step
+    ) -> _Outcome:
+        """Call the tool; whatever it returns or raises becomes the outcome."""
+        injected = spec.injected
+        if injected:
+            _inject(injected, kwargs, call, step)
+        answers = step.answers.get(f"tool:{call.id}", ()) if step.answers else ()
+        scope = InterruptScope("tool", call.id, step.node, list(answers), call.id, step.ledger)
         token = current_scope.set(scope)
+        time_limit = step.time_limit
         try:
             async with asyncio.timeout(time_limit):
                 if spec.is_async:
@@ -228,84 +325,81 @@ class ToolNode:
         except GraphInterrupt as exc:
             return _Outcome(_tool_message(call, None, True), interrupt=exc)
         except TimeoutError:
-            outcome = _error(
+            return _error(
                 call, f"Tool {call.name!r} did not finish within {time_limit:g} s and was stopped."
             )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():  # the run is being stopped: so is the tool
+                raise
+            return _error(
+                call,
+                f"Tool {call.name!r} failed: it raised CancelledError although nothing "
+                "cancelled it (a task it awaited was cancelled?).",
+            )
         except Exception as exc:  # the model reads the error and may try something else
-            outcome = _error(call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-        else:
-            outcome = _result(call, value)
-            problem = _refused(type(state), outcome.updates) if outcome.updates else None
-            if problem is not None:  # the tool ran: say so, and record that, not the update
-                outcome = _error(call, f"Tool {call.name!r} ran, but {problem}")
+            return _error(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
         finally:
             current_scope.reset(token)
-        if ledger is not None and asked is not None:
-            record = {  # the ledger encodes it to JSON, the message model included
-                "message": outcome.message,
-                "state": to_jsonable_python(outcome.updates, fallback=str)
-                if outcome.updates
-                else None,
-            }
-            if not await ledger.put(asked, call.id, record):
-                # another run recorded this call first: its result is the one that happened
-                again = await ledger.get(asked, call.id)
-                if again is not None:
-                    return _replay(again, type(state))
+        outcome = _result(call, value)
+        problem = refused(type(step.state), outcome.updates) if outcome.updates else None
+        if problem is not None:  # the tool ran: say so, and record that, not the update
+            return _error(call, f"Tool {call.name!r} ran, but {problem}")
         return outcome
+
+
+def _approval_names(names: Iterable[str], tools: Mapping[str, ToolSpec]) -> frozenset[str]:
+    if isinstance(names, str):
+        raise TypeError(
+            f"ToolNode(requires_approval=...) takes True or a list of tool names such as "
+            f"[{names!r}], not a str"
+        )
+    chosen = frozenset(names)
+    unknown = sorted(chosen - tools.keys())
+    if unknown:
+        raise ValueError(
+            f"ToolNode(requires_approval=...) names {unknown}, which are not among its tools "
+            f"{sorted(tools)}; use the names the model calls the tools by"
+        )
+    return chosen
+
+
+def _inject(injected: frozenset[str], kwargs: dict[str, Any], call: ToolCall, step: _Step) -> None:
+    """Fill the parameters the runtime provides."""
+    if "state" in injected:
+        kwargs["state"] = step.state
+    if "config" in injected:
+        kwargs["config"] = step.config
+    if "tool_call_id" in injected:
+        kwargs["tool_call_id"] = call.id
+    if "idempotency_key" in injected:
+        kwargs["idempotency_key"] = idempotency_key(step.thread_id, step.asked, call.id)
+
+
+async def _record(
+    outcome: _Outcome,
+    call: ToolCall,
+    ledger: ToolLedger,
+    asked: str | int,
+    state_type: type[AgentState],
+) -> _Outcome:
+    """Write a finished call to the ledger; if another run recorded it first, that result is
+    the one that happened."""
+    state = encoded(outcome.updates) if outcome.updates else None
+    if isinstance(state, str):  # the tool ran, but its updates cannot be kept: say so
+        outcome, state = _error(call, f"Tool {call.name!r} ran, but {state}"), None
+    record = {"message": outcome.message, "state": state}  # the ledger encodes it to JSON
+    if not await ledger.put(asked, call.id, record):
+        again = await ledger.get(asked, call.id)
+        if again is not None:
+            return _replay(again, state_type)
+    return outcome
 
 
 def _time_limit(config: dict[str, Any]) -> float | None:
     """Seconds each tool call may take: config's `tool_timeout`; None or 0 for no limit."""
     value: float | None = config.get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS)
     return value or None
-
-
-# -- finding the calls -----------------------------------------------------------------------
-
-
-def pending_calls(context: Sequence[Message]) -> tuple[Message, list[ToolCall]] | None:
-    """The last assistant message and those of its tool calls no tool message answers yet;
-    None when it asked for no tool (or every call is answered)."""
-    for position in range(len(context) - 1, -1, -1):
-        message = context[position]
-        if message.role == "assistant":
-            break
-    else:
-        return None
-    answered = {
-        block.call_id
-        for later in context[position + 1 :]
-        if later.role == "tool"
-        for block in later.content
-        if isinstance(block, ToolResultBlock)
-    }
-    calls = [c for c in tool_calls_of(message) if c.id not in answered]
-    return (message, calls) if calls else None
-
-
-def tool_calls_of(message: Message) -> list[ToolCall]:
-    """The tool calls of an assistant message: its `ToolCallBlock`s, or, for a message built
-    by hand with only OpenAI-format `tools_calls`, those."""
-    errors: dict[str, str] = message.metadata.get("tool_call_errors") or {}
-    calls = [
-        ToolCall(b.id, b.name, b.args, errors.get(b.id))
-        for b in message.content
-        if isinstance(b, ToolCallBlock)
-    ]
-    if calls or not message.tools_calls:
-        return calls
-    from tenxgraph.core.llm.wire_in import parse_arguments
-
-    for raw in message.tools_calls:
-        function = raw.get("function") or {}
-        arguments = function.get("arguments")
-        if isinstance(arguments, dict):
-            args, error = arguments, None
-        else:
-            args, error = parse_arguments(arguments)
-        calls.append(ToolCall(str(raw.get("id")), str(function.get("name")), args, error))
-    return calls
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -323,102 +417,30 @@ def _tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
 
 
 def _error(call: ToolCall, text: str) -> _Outcome:
-    return _Outcome(_tool_message(call, f"Error: {text}", True))
+    return _Outcome(_tool_message(call, f"Error: {safe_text(text)}", True))
 
 
 def _result(call: ToolCall, value: Any) -> _Outcome:
-    """A tool's return value as its answer: str as is, models and containers as JSON-ready
-    data; a `ToolResult` also carries state updates."""
+    """A tool's return value as its answer (see `tool_output`); a `ToolResult` also carries
+    state updates."""
     updates = None
     is_error = False
     if isinstance(value, ToolResult):
         updates = value.state
-        is_error = value.is_error
+        is_error = bool(value.is_error)
         value = value.message
     if isinstance(value, Message):
         value = value.text()
-    output = value if value is None or isinstance(value, str) else _jsonable(value)
-    return _Outcome(_tool_message(call, output, is_error), updates)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return to_jsonable_python(value, fallback=str)
+    return _Outcome(_tool_message(call, tool_output(value), is_error), updates)
 
 
 def _replay(record: dict[str, Any], state_type: type[AgentState]) -> _Outcome:
     updates = record.get("state")
     return _Outcome(
         Message.model_validate(record["message"]),
-        _revived(state_type, updates) if updates else None,
+        revived(state_type, updates) if updates else None,
         replayed=True,
     )
-
-
-def _brief(exc: ValidationError) -> str:
-    """pydantic's errors in one line a model can act on."""
-    parts = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
-
-
-# -- state updates from ToolResult -------------------------------------------------------------
-
-_adapters: dict[tuple[type[AgentState], str, bool], TypeAdapter[Any] | None] = {}
-
-
-def _adapter(state_type: type[AgentState], name: str, item: bool) -> TypeAdapter[Any] | None:
-    """A validator for field `name`, or with `item` for one element of a list field (what a
-    reducer like `append_items` may be given)."""
-    key = (state_type, name, item)
-    if key not in _adapters:
-        annotation: Any = state_type.model_fields[name].annotation
-        if item:
-            args = typing.get_args(annotation)
-            annotation = args[0] if typing.get_origin(annotation) is list and args else None
-        _adapters[key] = None if annotation is None else TypeAdapter(annotation)
-    return _adapters[key]
-
-
-def _refused(state_type: type[AgentState], updates: dict[str, Any]) -> str | None:
-    """Why the state would refuse a tool's updates, or None. A field with a reducer takes
-    what its reducer takes, so only its name is checked."""
-    fields = state_type.model_fields
-    reducers = state_type.field_reducers()
-    for name, value in updates.items():
-        if name not in fields or name in RUNTIME_FIELDS:
-            known = sorted(set(fields) - RUNTIME_FIELDS)
-            return f"its ToolResult updates {name!r}, which is not a field it can set ({known})."
-        adapter = None if name in reducers else _adapter(state_type, name, False)
-        if adapter is not None:
-            try:
-                adapter.validate_python(value)
-            except ValidationError as exc:
-                return f"its ToolResult gives {name!r} an invalid value: {_brief(exc)}."
-    return None
-
-
-def _revived(state_type: type[AgentState], updates: dict[str, Any]) -> dict[str, Any]:
-    """Updates read back from the ledger as JSON, turned into the fields' types again (models,
-    enums); a value that fits neither the field nor one of its list items stays as it is."""
-    revived = {}
-    for name, value in updates.items():
-        revived[name] = value
-        if name not in state_type.model_fields:
-            continue
-        for item in (False, True):
-            adapter = _adapter(state_type, name, item)
-            if adapter is None:
-                continue
-            try:
-                revived[name] = adapter.validate_python(value)
-                break
-            except ValidationError:
-                continue
-    return revived
 
 
 def _call_data(call: ToolCall, node: str) -> dict[str, Any]:

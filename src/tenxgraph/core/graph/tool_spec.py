@@ -30,7 +30,8 @@ from pydantic.fields import FieldInfo
 from tenxgraph.core.graph.tool_docs import read_docs
 from tenxgraph.utils.decorators import TOOL_ATTRIBUTE, ToolInfo, check_tool_name
 
-INJECTED = frozenset({"state", "config", "tool_call_id"})  # filled by the runtime, not the model
+# filled by the runtime, not the model
+INJECTED = frozenset({"state", "config", "tool_call_id", "idempotency_key"})
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -42,6 +43,7 @@ class ToolSpec:
     func: Callable[..., Any]
     is_async: bool
     tags: frozenset[str]
+    requires_approval: bool  # from @tool(requires_approval=True); a ToolNode may add its own
     injected: frozenset[str]  # the INJECTED parameters `func` takes; the caller passes them
     schema: dict[str, Any] = field(repr=False)  # OpenAI format: {"type": "function", ...}
     _model: type[BaseModel] = field(repr=False)
@@ -162,6 +164,7 @@ def _build(func: Any) -> dict[str, Any]:
         "description": description,
         "is_async": inspect.iscoroutinefunction(routine) or inspect.iscoroutinefunction(unwrapped),
         "tags": info.tags,
+        "requires_approval": info.requires_approval,
         "injected": frozenset(injected),
         "schema": schema,
         "_model": model,
