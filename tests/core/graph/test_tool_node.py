@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 import tenxgraph.core.graph.tool_node as tool_node_module
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
+from tenxgraph.core.graph.ledger import idempotency_key
 from tenxgraph.core.graph.node import NodeEvent
 from tenxgraph.core.graph.tool_node import pending_calls, tool_calls_of
 from tenxgraph.core.llm import FunctionModel
@@ -739,6 +740,130 @@ async def test_the_model_cannot_set_an_injected_parameter() -> None:
     )
     assert ran.block(0).is_error
     assert "tool_call_id: Extra inputs are not permitted" in ran.block(0).output
+
+
+async def test_the_idempotency_key_is_the_same_when_a_resumed_step_runs_the_tool_again(
+    store: BaseCheckpointer,
+) -> None:
+    keys: list[str] = []
+
+    def pay(amount: int, idempotency_key: str) -> str:
+        """Pay, after asking."""
+        keys.append(idempotency_key)
+        return f"paid {amount}: {interrupt('pay?')}"
+
+    script = Script([call("pay", "p1", amount=3)], "done")
+    app = loop([pay], script, checkpointer=store)
+    config = thread()
+    await invoke(app, inp("go"), config)
+    await invoke(app, {"resume": "yes"}, config)
+    assert len(keys) == 2
+    assert keys[0] == keys[1]
+
+
+def test_the_idempotency_key_differs_by_thread_message_and_call() -> None:
+    key = idempotency_key("t", "m", "c")
+    assert key == idempotency_key("t", "m", "c")
+    assert key.startswith("tx_")
+    assert len(key) == 35
+    others = {
+        idempotency_key("t2", "m", "c"),
+        idempotency_key("t", "m2", "c"),
+        idempotency_key("t", "m", "c2"),
+        idempotency_key("t\x00m", "", "c"),  # the parts are not just glued together
+    }
+    assert key not in others
+    assert len(others) == 4
+    assert idempotency_key("t", 5, "c") == idempotency_key("t", "5", "c")  # as the ledger keys
+
+
+async def test_invoke_outside_a_graph_also_gives_an_idempotency_key() -> None:
+    def charge(idempotency_key: str) -> str:
+        """Charge."""
+        return idempotency_key
+
+    node = ToolNode([charge])
+    message = await node.invoke("charge", {}, "c1", config={"thread_id": "t"})
+    assert message.content[0].output == idempotency_key("t", None, "c1")
+
+
+# -- cancellation -----------------------------------------------------------------------------
+
+
+async def test_a_tool_raising_cancelled_error_by_itself_is_an_error_and_the_others_finish() -> None:
+    async def gives_up() -> str:
+        """Give up."""
+        raise asyncio.CancelledError
+
+    ran = await run_node(ToolNode([gives_up, add]), call("gives_up"), call("add", a=1, b=2))
+    assert ran.block(0).is_error
+    assert "raised CancelledError although nothing cancelled it" in ran.block(0).output
+    assert ran.block(1).output == 3
+
+
+async def test_cancelling_the_run_still_cancels_a_running_tool() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> str:
+        """Wait."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    app = tools_only([slow], checkpointer=InMemoryCheckpointer())
+    run = asyncio.create_task(app.ainvoke({"messages": [user("go"), asking(call("slow"))]}))
+    async with asyncio.timeout(WAIT):
+        await started.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert cancelled.is_set()
+
+
+async def test_a_tool_swallowing_the_run_cancellation_into_its_own_does_not_hide_it() -> None:
+    """A tool that turns the cancellation it received into a new CancelledError: the task is
+    still being cancelled, so the run is cancelled, not answered with an error result."""
+    started = asyncio.Event()
+
+    async def rewrap() -> str:
+        """Wait."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise asyncio.CancelledError("rewrapped") from None
+        return "never"
+
+    node = ToolNode([rewrap])
+    state = AgentState()
+    state.context = [user("go"), asking(call("rewrap"))]
+    running = asyncio.create_task(drive(node, state))
+    async with asyncio.timeout(WAIT):
+        await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+
+async def test_a_state_update_that_cannot_be_recorded_is_an_error_result_not_a_crash() -> None:
+    class Files(AgentState):
+        blob: bytes = b""
+
+    def save() -> ToolResult:
+        """Save."""
+        return ToolResult("saved", state={"blob": b"\xff\xfe"})
+
+    script = Script([call("save")], "done")
+    app = loop([save], script, state=Files, checkpointer=InMemoryCheckpointer())
+    result = await invoke(app, inp("go"), thread())
+    block = results(result["state"].context)["call_save"]
+    assert block.is_error
+    assert "cannot be recorded as JSON" in block.output
+    assert result["state"].execution_meta.status == "completed"
 
 
 # -- replay safety ----------------------------------------------------------------------------
