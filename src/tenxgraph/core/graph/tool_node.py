@@ -29,23 +29,23 @@ from tenxgraph.core.graph.tool_approval import (
     rejected_text,
 )
 from tenxgraph.core.graph.tool_calls import ToolCall, pending_calls, tool_calls_of
-from tenxgraph.core.graph.tool_output import describe_exception, safe_text, tool_output
+from tenxgraph.core.graph.tool_output import describe_exception
+from tenxgraph.core.graph.tool_results import (
+    Outcome,
+    error_outcome,
+    record,
+    replayed,
+    result_outcome,
+    tool_message,
+)
 from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
-from tenxgraph.core.graph.tool_updates import brief, encoded, refused, revived
-from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
+from tenxgraph.core.graph.tool_updates import brief, refused
+from tenxgraph.core.state import AgentState, Message, StreamEvent
 from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS
 from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
 
 _APPROVAL_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
-
-
-@dataclass(slots=True)
-class _Outcome:
-    message: Message
-    updates: dict[str, Any] | None = None
-    replayed: bool = False
-    interrupt: GraphInterrupt | None = None
 
 
 @dataclass(slots=True)
@@ -166,7 +166,7 @@ class ToolNode:
         if self._gated:
             step.decisions, held, waiting = await self._decide(calls, step)
             calls = [c for c in calls if c.id not in held]
-        outcomes: list[_Outcome | None] = [None] * len(calls)
+        outcomes: list[Outcome | None] = [None] * len(calls)
         async for event in self._run_all(calls, step, limit, outcomes):
             yield event
         done = [o for o in outcomes if o is not None]
@@ -181,7 +181,7 @@ class ToolNode:
                 yield outcome.updates
 
     async def _run_all(
-        self, calls: list[ToolCall], step: _Step, limit: int, outcomes: list[_Outcome | None]
+        self, calls: list[ToolCall], step: _Step, limit: int, outcomes: list[Outcome | None]
     ) -> AsyncIterator[NodeEvent]:
         """Run `calls` concurrently (at most `limit` at once) into `outcomes`; when streaming,
         yield each call's start and end as they happen."""
@@ -270,25 +270,27 @@ class ToolNode:
 
     # -- one call --------------------------------------------------------------------------
 
-    async def _run_call(self, call: ToolCall, step: _Step) -> _Outcome:
+    async def _run_call(self, call: ToolCall, step: _Step) -> Outcome:
         decision = step.decisions.get(call.id) if step.decisions else None
         if decision is not None:
             if decision.kind == "reject":
-                message = _tool_message(call, rejected_text(call, decision.reason), True)
+                message = tool_message(call, rejected_text(call, decision.reason), True)
                 message.metadata["approval"] = _APPROVAL_WORDS["reject"]
-                return _Outcome(message)
+                return Outcome(message)
             if decision.kind == "edit" and decision.args is not None:
                 call = ToolCall(call.id, call.name, decision.args)
         if call.error is not None:
-            return _error(call, f"{call.error}. Call the tool again with a JSON object.")
+            return error_outcome(call, f"{call.error}. Call the tool again with a JSON object.")
         spec = self._tools.get(call.name)
         if spec is None:
             known = ", ".join(sorted(self._tools)) or "none"
-            return _error(call, f"There is no tool named {call.name!r}. Available tools: {known}.")
+            return error_outcome(
+                call, f"There is no tool named {call.name!r}. Available tools: {known}."
+            )
         try:
             kwargs = spec.validate(call.args)
         except ValidationError as exc:
-            return _error(
+            return error_outcome(
                 call,
                 f"Invalid arguments for tool {call.name!r}: {brief(exc)}. Fix the arguments and "
                 "call the tool again.",
@@ -297,17 +299,17 @@ class ToolNode:
         if ledger is not None and asked is not None:
             found = await ledger.get(asked, call.id)
             if found is not None:
-                return _replay(found, type(step.state))
+                return replayed(found, type(step.state))
         outcome = await self._execute(spec, call, kwargs, step)
         if decision is not None:
             outcome.message.metadata["approval"] = _APPROVAL_WORDS[decision.kind]
         if outcome.interrupt is None and ledger is not None and asked is not None:
-            return await _record(outcome, call, ledger, asked, type(step.state))
+            return await record(outcome, call, ledger, asked, type(step.state))
         return outcome
 
     async def _execute(
         self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], step: _Step
-    ) -> _Outcome:
+    ) -> Outcome:
         """Call the tool; whatever it returns or raises becomes the outcome."""
         injected = spec.injected
         if injected:
@@ -323,28 +325,28 @@ class ToolNode:
                 else:
                     value = await asyncio.to_thread(spec.func, **kwargs)
         except GraphInterrupt as exc:
-            return _Outcome(_tool_message(call, None, True), interrupt=exc)
+            return Outcome(tool_message(call, None, True), interrupt=exc)
         except TimeoutError:
-            return _error(
+            return error_outcome(
                 call, f"Tool {call.name!r} did not finish within {time_limit:g} s and was stopped."
             )
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or task.cancelling():  # the run is being stopped: so is the tool
                 raise
-            return _error(
+            return error_outcome(
                 call,
                 f"Tool {call.name!r} failed: it raised CancelledError although nothing "
                 "cancelled it (a task it awaited was cancelled?).",
             )
         except Exception as exc:  # the model reads the error and may try something else
-            return _error(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
+            return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
         finally:
             current_scope.reset(token)
-        outcome = _result(call, value)
+        outcome = result_outcome(call, value)
         problem = refused(type(step.state), outcome.updates) if outcome.updates else None
         if problem is not None:  # the tool ran: say so, and record that, not the update
-            return _error(call, f"Tool {call.name!r} ran, but {problem}")
+            return error_outcome(call, f"Tool {call.name!r} ran, but {problem}")
         return outcome
 
 
@@ -376,71 +378,10 @@ def _inject(injected: frozenset[str], kwargs: dict[str, Any], call: ToolCall, st
         kwargs["idempotency_key"] = idempotency_key(step.thread_id, step.asked, call.id)
 
 
-async def _record(
-    outcome: _Outcome,
-    call: ToolCall,
-    ledger: ToolLedger,
-    asked: str | int,
-    state_type: type[AgentState],
-) -> _Outcome:
-    """Write a finished call to the ledger; if another run recorded it first, that result is
-    the one that happened."""
-    state = encoded(outcome.updates) if outcome.updates else None
-    if isinstance(state, str):  # the tool ran, but its updates cannot be kept: say so
-        outcome, state = _error(call, f"Tool {call.name!r} ran, but {state}"), None
-    record = {"message": outcome.message, "state": state}  # the ledger encodes it to JSON
-    if not await ledger.put(asked, call.id, record):
-        again = await ledger.get(asked, call.id)
-        if again is not None:
-            return _replay(again, state_type)
-    return outcome
-
-
 def _time_limit(config: dict[str, Any]) -> float | None:
     """Seconds each tool call may take: config's `tool_timeout`; None or 0 for no limit."""
     value: float | None = config.get("tool_timeout", DEFAULT_TOOL_TIMEOUT_SECONDS)
     return value or None
-
-
-# -- results ---------------------------------------------------------------------------------
-
-
-def _tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
-    block = ToolResultBlock(
-        call_id=call.id,
-        output=output,
-        is_error=is_error,
-        status="failed" if is_error else "completed",
-    )
-    meta = {"function_name": call.name, "function_argument": call.args, "tool_call_id": call.id}
-    return Message.tool_message([block], meta=meta)
-
-
-def _error(call: ToolCall, text: str) -> _Outcome:
-    return _Outcome(_tool_message(call, f"Error: {safe_text(text)}", True))
-
-
-def _result(call: ToolCall, value: Any) -> _Outcome:
-    """A tool's return value as its answer (see `tool_output`); a `ToolResult` also carries
-    state updates."""
-    updates = None
-    is_error = False
-    if isinstance(value, ToolResult):
-        updates = value.state
-        is_error = bool(value.is_error)
-        value = value.message
-    if isinstance(value, Message):
-        value = value.text()
-    return _Outcome(_tool_message(call, tool_output(value), is_error), updates)
-
-
-def _replay(record: dict[str, Any], state_type: type[AgentState]) -> _Outcome:
-    updates = record.get("state")
-    return _Outcome(
-        Message.model_validate(record["message"]),
-        revived(state_type, updates) if updates else None,
-        replayed=True,
-    )
 
 
 def _call_data(call: ToolCall, node: str) -> dict[str, Any]:
@@ -451,7 +392,7 @@ def _started(call: ToolCall, node: str) -> NodeEvent:
     return NodeEvent(StreamEvent.UPDATES, {"status": "invoking_tool", **_call_data(call, node)})
 
 
-def _ended(call: ToolCall, node: str, outcome: _Outcome, seconds: float) -> NodeEvent:
+def _ended(call: ToolCall, node: str, outcome: Outcome, seconds: float) -> NodeEvent:
     block = outcome.message.content[0]
     data = {
         "status": "tool_result",

@@ -1,0 +1,88 @@
+"""The tool message a call ends as: built from what the tool returned (made JSON-safe by
+`tool_output`) or from an error, written to the tool ledger, or replayed from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenxgraph.core.graph.ledger import ToolLedger
+from tenxgraph.core.graph.tool_calls import ToolCall
+from tenxgraph.core.graph.tool_output import safe_text, tool_output
+from tenxgraph.core.graph.tool_updates import encoded, revived
+from tenxgraph.core.state import AgentState, Message, ToolResult
+from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.utils.interrupt import GraphInterrupt
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one call ended: its tool message, its state updates, whether it came from the
+    ledger, or the pause a tool asked for."""
+
+    message: Message
+    updates: dict[str, Any] | None = None
+    replayed: bool = False
+    interrupt: GraphInterrupt | None = None
+
+
+def tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
+    block = ToolResultBlock(
+        call_id=call.id,
+        output=output,
+        is_error=is_error,
+        status="failed" if is_error else "completed",
+    )
+    meta = {"function_name": call.name, "function_argument": call.args, "tool_call_id": call.id}
+    return Message.tool_message([block], meta=meta)
+
+
+def error_outcome(call: ToolCall, text: str) -> Outcome:
+    return Outcome(tool_message(call, f"Error: {safe_text(text)}", True))
+
+
+def result_outcome(call: ToolCall, value: Any) -> Outcome:
+    """A tool's return value as its answer (see `tool_output`); a `ToolResult` also carries
+    state updates."""
+    updates = None
+    is_error = False
+    if isinstance(value, ToolResult):
+        updates = value.state
+        is_error = bool(value.is_error)
+        value = value.message
+    if isinstance(value, Message):
+        value = value.text()
+    return Outcome(tool_message(call, tool_output(value), is_error), updates)
+
+
+async def record(
+    outcome: Outcome,
+    call: ToolCall,
+    ledger: ToolLedger,
+    asked: str | int,
+    state_type: type[AgentState],
+) -> Outcome:
+    """Write a finished call to the ledger; if another run recorded it first, that result is
+    the one that happened."""
+    state = encoded(outcome.updates) if outcome.updates else None
+    if isinstance(state, str):  # the tool ran, but its updates cannot be kept: say so
+        outcome, state = error_outcome(call, f"Tool {call.name!r} ran, but {state}"), None
+    entry = {"message": outcome.message, "state": state}  # the ledger encodes it to JSON
+    if not await ledger.put(asked, call.id, entry):
+        again = await ledger.get(asked, call.id)
+        if again is not None:
+            return replayed(again, state_type)
+    return outcome
+
+
+def replayed(entry: dict[str, Any], state_type: type[AgentState]) -> Outcome:
+    """A call's outcome as the ledger recorded it."""
+    updates = entry.get("state")
+    return Outcome(
+        Message.model_validate(entry["message"]),
+        revived(state_type, updates) if updates else None,
+        replayed=True,
+    )
+
+
+__all__ = ["Outcome", "error_outcome", "record", "replayed", "result_outcome", "tool_message"]
