@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
-from tenxgraph.core.llm.wire_in import REDACTED_THINKING, openai_tool_call
+from tenxgraph.core.llm.wire_in import REDACTED_THINKING, openai_tool_call, parse_arguments
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
@@ -20,7 +20,7 @@ from tenxgraph.core.state.message_block import (
     ToolResultBlock,
 )
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 # providers that want their thinking blocks (with signature) sent back on the next turn
 _THINKING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
@@ -182,21 +182,30 @@ def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
 
 def _raw_arguments(message: Message) -> dict[str, str]:
     """Arguments exactly as the model sent them, by call id: echoing them back unchanged keeps
-    the provider's prompt cache warm and shows the model its own invalid JSON."""
+    the provider's prompt cache warm. Arguments known to be invalid (cut short by max_tokens,
+    say: their parse error is in `metadata["tool_call_errors"]`) are left out, so the call
+    goes back with its parsed arguments (`{}`): servers such as llama.cpp refuse a history
+    holding invalid JSON, and the tool result already tells the model what was wrong."""
+    invalid = message.metadata.get("tool_call_errors") or ()
     found: dict[str, str] = {}
     for call in message.tools_calls or ():
         function = call.get("function") or {}
         arguments = function.get("arguments")
-        if isinstance(arguments, str) and call.get("id"):
-            found[call["id"]] = arguments
+        call_id = call.get("id")
+        if isinstance(arguments, str) and call_id and call_id not in invalid:
+            found[call_id] = arguments
     return found
 
 
 def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A hand-built OpenAI-format call, with arguments that are valid JSON: a string that does
+    not parse goes out as `{}` (the tool layer answers it with the parse error)."""
     function = call.get("function") or {}
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments or {})
+    elif parse_arguments(arguments)[1] is not None:
+        arguments = "{}"
     return openai_tool_call(call.get("id"), function.get("name"), arguments)
 
 
