@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -167,13 +168,21 @@ def _current_table() -> tuple[tuple[str, str], ...]:
     return table
 
 
+# what a masking that keeps a key's tail leaves: litellm masks the usual length of a known
+# key shape as "REDACTED" and keeps the rest of a longer key
+_MASK_LEFTOVER = re.compile(r"REDACTED[A-Za-z0-9_\-]{4,}")
+
+
 def redact(text: str) -> str:
-    """`text` with every known credential replaced by ``[REDACTED:<where it came from>]``."""
+    """`text` with every known credential replaced by ``[REDACTED:<where it came from>]``
+    (and the tail of a key another library masked only in part removed)."""
     if not text or not isinstance(text, str):
         return text
     for value, mask in _current_table():
         if value in text:
             text = text.replace(value, mask)
+    if "REDACTED" in text:
+        text = _MASK_LEFTOVER.sub("REDACTED", text)
     return text
 
 
@@ -186,10 +195,13 @@ def redact_bytes(data: bytes) -> bytes:
 
 
 def redact_value(value: Any, _depth: int = 0) -> Any:
-    """`value` with credentials redacted in every string inside it (dicts, lists, tuples);
-    other objects, and containers holding no credential, are returned as they are."""
+    """`value` with credentials redacted in every string (or bytes) inside it (dicts, lists,
+    tuples); other objects, and values holding no credential, are returned as they are."""
     if isinstance(value, str):
         return redact(value)
+    if isinstance(value, bytes):
+        clean = redact_bytes(value)
+        return value if clean == value else clean
     if _depth > 20:
         return value
     if isinstance(value, dict):
@@ -250,32 +262,43 @@ def _scrub_one(exc: BaseException) -> list[BaseException]:
     for name, value in list(getattr(exc, "__dict__", {}).items()):
         if isinstance(value, BaseException):
             linked.append(value)
-        elif isinstance(value, str | dict | list | tuple):
+        elif isinstance(value, str | bytes | dict | list | tuple):
             clean = redact_value(value)
             if clean is not value:
                 _set(exc, name, clean)
         elif hasattr(value, "headers"):
             _scrub_http(value)
+        else:
+            _scrub_headers(value)
     return linked
+
+
+def _scrub_headers(headers: Any) -> None:
+    """Redact the values of a mutable mapping of headers (httpx.Headers, say) in place."""
+    items = getattr(headers, "items", None)
+    if not callable(items) or not hasattr(headers, "__setitem__"):
+        return
+    for key, value in list(items()):
+        if isinstance(value, str) and contains_secret(value):
+            try:
+                headers[key] = redact(value)
+            except (TypeError, AttributeError):
+                return
 
 
 def _scrub_http(message: Any, depth: int = 0) -> None:
     """Redact an HTTP request or response (httpx-like) in place: header values and a body
-    already read (`_content`). The request a response answers is cleaned too."""
-    headers = getattr(message, "headers", None)
-    items = getattr(headers, "items", None)
-    if callable(items):
-        for key, value in list(items()):
-            if isinstance(value, str) and contains_secret(value):
-                try:
-                    headers[key] = redact(value)  # type: ignore[index]
-                except (TypeError, AttributeError):
-                    break
+    already read (httpx caches it in `_content` and its text in `_text`). The request a
+    response answers is cleaned too."""
+    _scrub_headers(getattr(message, "headers", None))
     body = getattr(message, "_content", None)
     if isinstance(body, bytes):
         clean = redact_bytes(body)
         if clean != body:
             _set(message, "_content", clean)
+    text = getattr(message, "_text", None)
+    if isinstance(text, str):
+        _set(message, "_text", redact(text))
     request = getattr(message, "_request", None)
     if request is not None and depth == 0:
         _scrub_http(request, 1)

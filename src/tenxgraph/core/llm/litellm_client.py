@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any, NoReturn
 
+from tenxgraph.core import redaction
 from tenxgraph.core.exceptions import (
     ModelAuthError,
     ModelContextWindowError,
@@ -35,6 +36,8 @@ def load_litellm() -> ModuleType:
         import litellm
 
         litellm.suppress_debug_info = True  # no "Give Feedback" banners on every error
+        # litellm and the openai SDK log a provider's error body at DEBUG, key echo included
+        redaction.protect_loggers()
         if litellm.disable_hf_tokenizer_download is None:
             # litellm prices every stream as it opens by counting the prompt's tokens; for
             # llama/cohere model names (vLLM, Ollama...) that downloads a tokenizer from the
@@ -79,7 +82,7 @@ class LiteLLMClient:
     def _check_key(self, model: str, provider: str, settings: dict[str, Any]) -> dict[str, Any]:
         """Fail before sending anything when no key is set: litellm would report a missing key
         as a server error (which looks retryable) for some providers."""
-        if settings.get("api_key") or model in self._keys_checked:
+        if model in self._keys_checked or _has_credentials(settings):
             return settings
         report = load_litellm().validate_environment(model)
         missing = report.get("missing_keys") or []
@@ -126,6 +129,8 @@ class LiteLLMClient:
             response = await load_litellm().acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
+        if not getattr(response, "choices", None):
+            raise no_choice_error(provider, request.model, streamed=False)
         # litellm keeps the price in a private attribute; read without pydantic's __getattr__
         private = getattr(response, "__pydantic_private__", None)
         hidden = private.get("_hidden_params") if private else None
@@ -146,31 +151,92 @@ class LiteLLMClient:
                 if delta is not None:
                     yield delta
         except Exception as exc:
+            if not assembler.answered and _stream_cut(exc):
+                redaction.scrub_exception(exc)
+                raise no_choice_error(provider, request.model, streamed=True) from exc
             _reraise(exc, provider, request.model, request.settings)
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
+        if not assembler.answered:
+            raise no_choice_error(provider, request.model, streamed=True)
         yield assembler.finish()
+
+
+# settings other than `api_key` that authenticate a call (AWS, Azure AD, Vertex AI)
+_CREDENTIAL_SETTINGS = (
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_profile_name",
+    "aws_role_name",
+    "aws_web_identity_token",
+    "azure_ad_token",
+    "azure_ad_token_provider",
+    "vertex_credentials",
+    "client_secret",
+)
+
+
+def _has_credentials(settings: dict[str, Any]) -> bool:
+    return bool(settings.get("api_key")) or any(settings.get(n) for n in _CREDENTIAL_SETTINGS)
+
+
+def _stream_cut(exc: Exception) -> bool:
+    """Whether litellm ended a stream because it closed without a finish reason."""
+    try:
+        from litellm.exceptions import MidStreamFallbackError
+    except ImportError:  # an older litellm: the error is reported as it came
+        return False
+    return isinstance(exc, MidStreamFallbackError)
+
+
+def no_choice_error(provider: str, model: str, *, streamed: bool) -> ModelUnavailableError:
+    """The error for an answer without any choice (`choices: []`): there is no message to
+    keep, so nothing is stored; it may be retried and fall back like a 5xx."""
+    where = f"{provider} model {model!r}"
+    if streamed:
+        what = (
+            "ended its stream without any choice (no text, tool call or finish reason came: "
+            "an empty answer, `choices: []`, or a connection closed early)"
+        )
+    else:
+        what = "answered without any choice (`choices: []`): there is no message"
+    return ModelUnavailableError(
+        f"{where} {what}. Nothing was stored. Try again or set fallback_models; if it keeps "
+        "happening, check the provider's status and its content filters.",
+        "MODEL_UNAVAILABLE_002",
+        {"provider": provider, "model": model, "status_code": None, "streamed": streamed},
+    )
 
 
 def _reraise(exc: Exception, provider: str, model: str, settings: dict[str, Any]) -> NoReturn:
     error = model_error(exc, provider, model, settings)
+    redaction.scrub_exception(exc)  # the cause a traceback prints shows no key either
     if error is exc:
         raise exc
     raise error from exc
 
 
-_KEY_PATTERNS = re.compile(r"(key=|sk-|bearer\s+)[A-Za-z0-9_\-\.]{6,}", re.IGNORECASE)
+# keys the process was not given but a provider or proxy may echo: well-known key shapes
+_KEY_PATTERNS = re.compile(
+    r"(key=|sk-|bearer\s+)[A-Za-z0-9_\-\.]{6,}|(AIza|gsk_|AKIA|ASIA)[A-Za-z0-9_\-]{12,}",
+    re.IGNORECASE,
+)
 # Gemini sends no Retry-After header on a 429: the wait is a google.rpc.RetryInfo in the body
 _RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
 
 
+def _masked_prefix(match: re.Match[str]) -> str:
+    return (match.group(1) or match.group(2)) + "***"
+
+
 def _redact(text: str, settings: dict[str, Any]) -> str:
-    key = settings.get("api_key")
-    if isinstance(key, str) and len(key) > 3:
-        text = text.replace(key, "***")
-    return _KEY_PATTERNS.sub(lambda m: m.group(1) + "***", text)
+    """A provider's error text without the credentials given to this call or known to the
+    process, nor anything shaped like a key."""
+    redaction.remember_settings(settings)
+    return _KEY_PATTERNS.sub(_masked_prefix, redaction.redact(text))
 
 
 def model_error(

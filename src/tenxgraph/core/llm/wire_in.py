@@ -486,6 +486,15 @@ class StreamAssembler:
             tools_calls=fragments or None,
         )
 
+    @property
+    def answered(self) -> bool:
+        """Whether any choice came: a finish reason, text, reasoning or a tool call. A stream
+        of chunks without choices (`choices: []`) is no answer at all."""
+        draft = self.draft
+        return bool(
+            draft.finish_reason or self._text or draft.calls or draft.reasoning or draft.thinking
+        )
+
     def finish(self) -> Message:
         """The complete message; call once the stream has ended."""
         self.draft.text = "".join(self._text)
