@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import logging
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Protocol
@@ -17,14 +16,15 @@ from tenxgraph.core.exceptions import GraphError, ModelContextWindowError
 from tenxgraph.core.llm import calling
 from tenxgraph.core.llm.calling import Route
 from tenxgraph.core.llm.litellm_client import LiteLLMClient
-from tenxgraph.core.llm.models import resolve
+from tenxgraph.core.llm.models import FallbackModel, resolve, resolve_fallback
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
+from tenxgraph.core.redaction import get_logger, remember_settings
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.summary import RECORD, SUMMARY_NOTE
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -42,6 +42,12 @@ class Agent:
     for the offline model, or a `ModelClient` object. Extra keyword arguments (temperature,
     max_tokens, api_base, api_key, timeout, ...) go to the provider as they are.
     Constructing an Agent touches no network and needs no key.
+
+    `fallback_models` are tried in turn when the model keeps failing: names or clients, or
+    ``("anthropic/claude-sonnet-4-5", {"api_key": ...})`` / ``{"model": ..., "api_key": ...}``
+    for one with settings of its own. A credential (or base URL) goes only to the provider it
+    was given for: a fallback on another provider uses its own, or its environment variable.
+    Every credential given is redacted from errors and logs.
     """
 
     def __init__(
@@ -56,7 +62,7 @@ class Agent:
         output_schema: type[BaseModel] | None = None,
         reasoning_config: Mapping[str, Any] | bool | None = None,
         retry_config: RetryConfig | bool | None = True,
-        fallback_models: Iterable[str | ModelClient] | None = None,
+        fallback_models: Iterable[FallbackModel] | None = None,
         output_type: str = "text",
         **llm_kwargs: Any,
     ) -> None:
@@ -91,9 +97,11 @@ class Agent:
         self.retry_config = retry_config_from(retry_config)
         self.fallback_models = list(fallback_models or ())
         self.llm_kwargs = {**llm_kwargs, **_reasoning_settings(reasoning_config)}
+        remember_settings(self.llm_kwargs)
         client = LiteLLMClient()
-        self._routes: tuple[Route, ...] = tuple(
-            resolve(m, client) for m in (model, *self.fallback_models)
+        self._routes: tuple[Route, ...] = (
+            resolve(model, client),
+            *(resolve_fallback(m, client) for m in self.fallback_models),
         )
         self._tools: ToolSource | None = None if isinstance(tool_node, str) else tool_node
         self._manager: BaseContextManager[AgentState] | None = None  # the graph's, at compile

@@ -2,34 +2,67 @@
 
 Each model in the chain is retried on transient failures; when its retries run out, the next
 one is tried. Nothing here mutates the Agent: the chain is a tuple built once.
+
+Each route owns its connection settings (key, base URL, ...): the request's settings are the
+first route's, and a fallback gets them only when it is served by the same provider and gives
+none of its own. Other settings (temperature, max_tokens, ...) are shared by every route.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from tenxgraph.core.exceptions import ModelContextWindowError, ModelError
 from tenxgraph.core.llm import retry
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, is_retryable
+from tenxgraph.core.redaction import is_secret_name
 from tenxgraph.core.state import Message
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One model to try: the client that serves it and the name it is asked for by."""
+    """One model to try: the client that serves it, the name it is asked for by, and for a
+    fallback the settings given with it (None: only what it may inherit, see the module)."""
 
     client: ModelClient
     model: str
+    settings: Mapping[str, Any] | None = field(default=None, hash=False)
+
+
+# settings that say where a call goes; with the credentials, they belong to one route
+ENDPOINT_SETTINGS = frozenset(
+    {
+        "api_base",
+        "base_url",
+        "api_version",
+        "organization",
+        "custom_llm_provider",
+        "deployment_id",
+        "headers",
+        "extra_headers",
+        "aws_region_name",
+        "aws_bedrock_runtime_endpoint",
+        "aws_sts_endpoint",
+        "vertex_project",
+        "vertex_location",
+    }
+)
+
+
+def is_connection_setting(name: str) -> bool:
+    """Whether a setting belongs to one provider: where the call goes, or a credential."""
+    return name in ENDPOINT_SETTINGS or is_secret_name(name)
 
 
 async def complete(routes: Sequence[Route], request: ModelRequest, config: RetryConfig) -> Message:
     """One complete answer from the first model in `routes` that gives one."""
     failures: list[tuple[str, ModelError]] = []
     for route in routes:
-        asked = _for_model(request, route.model)
+        asked = _for_route(request, route, routes[0])
         attempt = 0
         while True:
             try:
@@ -52,7 +85,7 @@ async def stream(
     already shown that text."""
     failures: list[tuple[str, ModelError]] = []
     for route in routes:
-        asked = _for_model(request, route.model)
+        asked = _for_route(request, route, routes[0])
         attempt = 0
         while True:
             started = False
@@ -79,8 +112,44 @@ async def stream(
     raise _final(failures)
 
 
-def _for_model(request: ModelRequest, model: str) -> ModelRequest:
-    return request if request.model == model else dataclasses.replace(request, model=model)
+def _for_route(request: ModelRequest, route: Route, primary: Route) -> ModelRequest:
+    """The request as `route` is asked it: `request` itself for the primary (whose settings it
+    carries), else with the fallback's name and settings."""
+    if route is primary:
+        if request.model == route.model:
+            return request
+        return dataclasses.replace(request, model=route.model)
+    return dataclasses.replace(
+        request, model=route.model, settings=fallback_settings(request.settings, route, primary)
+    )
+
+
+def fallback_settings(settings: Mapping[str, Any], route: Route, primary: Route) -> dict[str, Any]:
+    """A fallback's settings: the shared ones of `settings` (the primary's), its own on top,
+    and the primary's connection settings only on the same provider and when it gives none."""
+    own = route.settings or {}
+    inherit = not any(is_connection_setting(k) for k in own) and _same_provider(primary, route)
+    base = (
+        dict(settings)
+        if inherit
+        else {k: v for k, v in settings.items() if not is_connection_setting(k)}
+    )
+    base.update(own)
+    return base
+
+
+def _same_provider(a: Route, b: Route) -> bool:
+    """Whether two routes are served by one provider: the same client object, and for a
+    client that routes by name (litellm), the same provider for both names."""
+    if a.client is not b.client:
+        return False
+    provider = getattr(a.client, "provider", None)
+    if not callable(provider):
+        return True
+    try:
+        return bool(provider(a.model) == provider(b.model))
+    except ModelError:  # a name the client cannot route: it gets nothing of the primary's
+        return False
 
 
 def _retry_wait(error: ModelError, attempt: int, config: RetryConfig) -> float | None:
@@ -117,4 +186,11 @@ def _final(failures: list[tuple[str, ModelError]]) -> ModelError:
     return error
 
 
-__all__ = ["Route", "complete", "stream"]
+__all__ = [
+    "ENDPOINT_SETTINGS",
+    "Route",
+    "complete",
+    "fallback_settings",
+    "is_connection_setting",
+    "stream",
+]
