@@ -1,7 +1,8 @@
 """The `tenxgraph` command: `demo`, `chat`, `run`, `graph` and `threads`.
 
 Every failure ends as one line on stderr and an exit status scripts can rely on (see
-`tenxgraph --help`); set TENXGRAPH_DEBUG=1 to get the traceback instead.
+`tenxgraph --help`); set TENXGRAPH_DEBUG=1 to get the traceback instead. Either way, the
+credentials the process holds are redacted from what is shown.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:
         if os.environ.get("TENXGRAPH_DEBUG", "").lower() in ("1", "true", "yes"):
+            from tenxgraph.core.redaction import scrub_exception
+
+            scrub_exception(exc)  # the traceback Python prints next
             raise
         code, message = describe(exc)
         console.err.write(f"tenxgraph: error: {message}\n")
@@ -56,7 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def describe(exc: BaseException) -> tuple[int, str]:
-    """The exit status and the one-line message for an error a command raised."""
+    """The exit status and the one-line message for an error a command raised, with the
+    credentials the process holds redacted."""
+    from tenxgraph.core.redaction import redact
+
+    code, message = _describe(exc)
+    return code, redact(message)
+
+
+def _describe(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, CliError):
         return exc.code, one_line(exc.message)
     from tenxgraph.core.exceptions import GraphError, ModelAuthError, ResourceNotFoundError
