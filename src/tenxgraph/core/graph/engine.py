@@ -999,7 +999,9 @@ class Run:
         """Mark the state failed and keep what was done so far."""
         if isinstance(exc, asyncio.CancelledError | GeneratorExit) or not self.holding:
             return  # cancelled (continued later), or the thread is not ours to write
-        state.execution_meta.error(str(exc))
+        from tenxgraph.core.redaction import redact, scrub_exception
+
+        state.execution_meta.error(redact(str(scrub_exception(exc))))  # no key is stored
         if self.current:  # `ainvoke(None, config)` retries from the step that failed
             state.execution_meta.internal_data["next"] = [s.name for s in self.current]
             state.execution_meta.internal_data["deferred"] = sorted(self.deferred)
@@ -1173,7 +1175,10 @@ def _by_index(spec: NodeSpec) -> int:
 
 
 def _error_data(exc: Exception) -> dict[str, Any]:
-    data: dict[str, Any] = {"status": "error", "error": str(exc), "error_type": type(exc).__name__}
+    from tenxgraph.core.redaction import redact
+
+    error = redact(str(exc))  # no key is streamed
+    data: dict[str, Any] = {"status": "error", "error": error, "error_type": type(exc).__name__}
     if isinstance(exc, GraphError):
         data["error_code"] = exc.error_code
         data.update({k: v for k, v in exc.context.items() if k in ("node", "field")})
