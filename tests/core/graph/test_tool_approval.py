@@ -283,3 +283,17 @@ async def test_a_react_agent_takes_requires_approval() -> None:
     state = await app.aget_state(config)
     assert state is not None
     assert outputs(state)["n1"].output == "noted b"
+
+
+async def test_a_tool_asking_its_own_question_with_the_same_reason_takes_any_answer() -> None:
+    def confirm() -> str:
+        """Confirm."""
+        return f"answer: {interrupt({'tool_calls': 'mine'}, reason=APPROVAL_REASON)}"
+
+    app = tools_graph(ToolNode([confirm]))
+    config = thread()
+    await app.ainvoke(asking(ToolCallBlock(id="c1", name="confirm", args={})), config)
+    await app.ainvoke({"resume": ["anything"]}, config)
+    state = await app.aget_state(config)
+    assert state is not None
+    assert outputs(state)["c1"].output == "answer: ['anything']"

@@ -131,9 +131,14 @@ class ToolNode:
         """Raise ValueError if `answer` cannot resume this node's pause `asked` (the stored
         interrupt): the engine calls it before the run writes anything, so a wrong answer to
         an approval leaves the thread paused as it was."""
-        if asked.get("reason") != APPROVAL_REASON or not isinstance(asked.get("value"), dict):
+        value = asked.get("value")
+        if (
+            asked.get("reason") != APPROVAL_REASON
+            or not str(asked.get("key", "")).startswith("node:")  # not a tool's own interrupt()
+            or not isinstance(value, dict)
+        ):
             return
-        listed = asked["value"].get("tool_calls") or []
+        listed = value.get("tool_calls") or []
         calls = [ToolCall(str(c["id"]), str(c["name"]), dict(c.get("args") or {})) for c in listed]
         if calls:
             read_decisions(answer, calls, self._tools)
