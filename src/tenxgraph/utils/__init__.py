@@ -3,6 +3,7 @@
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
+    DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
     DEFAULT_MAX_PARALLEL_TOOLS,
     DEFAULT_NODE_TIMEOUT_SECONDS,
     DEFAULT_RECURSION_LIMIT,
@@ -17,6 +18,7 @@ from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, interrupt, pend
 
 __all__ = [
     "DEFAULT_ANONYMOUS_USER_ID",
+    "DEFAULT_ENQUEUE_TIMEOUT_SECONDS",
     "DEFAULT_MAX_PARALLEL_TOOLS",
     "DEFAULT_NODE_TIMEOUT_SECONDS",
     "DEFAULT_RECURSION_LIMIT",

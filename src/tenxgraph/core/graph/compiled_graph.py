@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
-from tenxgraph.core.graph.merge import apply_update, log_entries
+from tenxgraph.core.graph.merge import apply_update, copy_message, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.sync_bridge import SyncBridge
-from tenxgraph.core.state import AgentState, StreamChunk
+from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
@@ -155,10 +155,16 @@ class CompiledGraph:
     ) -> list[CheckpointInfo]:
         return self._loop_thread.run(self.aget_state_history, config, limit)
 
-    async def aupdate_state(self, config: dict[str, Any], values: Any) -> int:
+    async def aupdate_state(
+        self, config: dict[str, Any], values: Any, *, replace: bool = False
+    ) -> int:
         """Change a thread's state from outside a run, as a new version. `values` is anything a
         node may return (a dict of fields, messages...); it merges through the reducers.
-        Returns the new version."""
+
+        A message whose id is already in the thread is an edit: with `replace=True` it takes
+        the stored one's place (the history is rewritten, so versions from before it can no
+        longer be loaded); without, it is refused with `ValueError`, never silently skipped.
+        Refused with `ThreadBusyError` while a run holds the thread. Returns the new version."""
         if self.checkpointer is None:
             raise ValueError("update_state needs a graph compiled with a checkpointer")
         thread_id = thread_id_of(config)
@@ -169,8 +175,16 @@ class CompiledGraph:
         try:
             state, version, _ = await self._checkout(thread_id)
             before = state.context
+            edited = _edits(thread_id, before, update.messages, replace)
+            if edited:
+                update.messages = [m for m in update.messages if m.message_id not in edited]
+                state.context = [edited.get(m.message_id, m) for m in before]
             apply_update(self, state, update, "update_state")
-            added = log_entries(before, state.context, self._append_only, version is None)
+            added = (
+                None
+                if edited
+                else log_entries(before, state.context, self._append_only, version is None)
+            )
             return await self.checkpointer.asave(
                 thread_id,
                 expected_version=version,
@@ -181,8 +195,11 @@ class CompiledGraph:
         finally:
             self._end_turn(key)
 
-    def update_state(self, config: dict[str, Any], values: Any) -> int:
-        return self._loop_thread.run(self.aupdate_state, config, values)
+    def update_state(self, config: dict[str, Any], values: Any, *, replace: bool = False) -> int:
+        async def update() -> int:
+            return await self.aupdate_state(config, values, replace=replace)
+
+        return self._loop_thread.run(update)
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -332,6 +349,23 @@ class CompiledGraph:
         self._live[thread_id] = (version, state)
         if len(self._live) > _LIVE_THREADS:
             self._live.popitem(last=False)
+
+
+def _edits(
+    thread_id: str, history: list[Message], messages: list[Message], replace: bool
+) -> dict[str | int, Message]:
+    """The messages of an update that replace stored ones (same id), by id; refused unless
+    `replace` is true."""
+    if not messages:
+        return {}
+    stored = {m.message_id for m in history}
+    edits = {m.message_id: copy_message(m) for m in messages if m.message_id in stored}
+    if edits and not replace:
+        raise ValueError(
+            f"update_state: thread {thread_id!r} already has message(s) {sorted(map(str, edits))}."
+            " To edit them in place, pass replace=True; to add a message, give it a new id"
+        )
+    return edits
 
 
 __all__ = ["CompiledGraph"]
