@@ -61,6 +61,7 @@ from tenxgraph.core.state.execution_state import (
     StopRequestStatus,
 )
 from tenxgraph.core.state.message import generate_id
+from tenxgraph.core.state.reducers import all_stored
 from tenxgraph.storage.checkpointer.lease import (
     Lease,
     busy_error,
@@ -1133,9 +1134,7 @@ class Run:
 
 def _all_stored(app: CompiledGraph, state: AgentState, messages: list[Message]) -> bool:
     """Whether every one of `messages` is already in the thread (by id): a resubmission."""
-    return app._append_only and len(app._merge_messages(state.context, messages)) == len(
-        state.context
-    )
+    return app._append_only and all_stored(state.context, messages)
 
 
 def _answer_to(state: AgentState, message: Message) -> list[Message] | None:

@@ -123,6 +123,13 @@ def add_messages(left: Sequence[Message], right: Sequence[Message] | Message) ->
     return merged
 
 
+def all_stored(history: Sequence[Message], messages: Sequence[Message]) -> bool:
+    """Whether every one of `messages` already is in `history`, by id. Costs O(len(messages))
+    on a history that came out of `add_messages`."""
+    ids = _index_of(history).ids
+    return all(message.message_id in ids for message in messages)
+
+
 def replace_messages(left: Sequence[Message], right: Sequence[Message]) -> list[Message]:
     """Replace the whole history with `right`."""
     return list(right)
