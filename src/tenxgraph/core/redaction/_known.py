@@ -1,20 +1,13 @@
-"""Credentials redacted by value, before anything is raised, logged, streamed or stored.
+"""The credentials the process holds, and text and values cleaned of them.
 
-The process's credentials are the values given to it: the `api_key` (and other credential
-settings) passed to an Agent or model client, and every environment variable whose name says
-it holds a secret (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ...: every
-provider key variable litellm reads is one). Any text can then be cleaned by looking for those
-values, whatever their format; a value shorter than 8 characters is never a key and is left
-alone. The environment is read lazily and again whenever it changed.
-
-Redaction runs on error paths only (exception messages, log records that are emitted, error
-chunks); a successful model call pays nothing here.
+Known credentials are the values registered from settings (`remember_settings`, `add_secret`)
+and the environment variables whose names mark a secret (`is_secret_name`). The environment
+is compared with its last snapshot on each use (a dict comparison, well under a microsecond)
+and read again only when it changed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import re
 import threading
@@ -147,8 +140,9 @@ def _environment() -> dict[Any, Any]:
     return data if isinstance(data, dict) else dict(os.environ)
 
 
-def _current_table() -> tuple[tuple[str, str], ...]:
-    """The values to look for, rebuilt when the environment or the given set changed."""
+def current_table() -> tuple[tuple[str, str], ...]:
+    """(value, mask) of every known credential, longest first; rebuilt when the environment
+    or the registered set changed."""
     global _env_snapshot, _table, _table_version
     environment = _environment()
     if _table_version == _given_version and environment == _env_snapshot:
@@ -178,7 +172,7 @@ def redact(text: str) -> str:
     (and the tail of a key another library masked only in part removed)."""
     if not text or not isinstance(text, str):
         return text
-    for value, mask in _current_table():
+    for value, mask in current_table():
         if value in text:
             text = text.replace(value, mask)
     if "REDACTED" in text:
@@ -187,7 +181,7 @@ def redact(text: str) -> str:
 
 
 def redact_bytes(data: bytes) -> bytes:
-    for value, mask in _current_table():
+    for value, mask in current_table():
         raw = value.encode("utf-8", "replace")
         if raw in data:
             data = data.replace(raw, mask.encode())
@@ -222,167 +216,17 @@ def redact_value(value: Any, _depth: int = 0) -> Any:
 
 def contains_secret(text: str) -> bool:
     """Whether `text` holds a known credential."""
-    return any(value in text for value, _ in _current_table())
-
-
-# -- exceptions -----------------------------------------------------------------------------
-
-
-def scrub_exception(exc: BaseException) -> BaseException:
-    """Redact `exc` and every exception chained to it (`__cause__`, `__context__`, exception
-    groups, attributes holding exceptions), in place: their args, string and container
-    attributes, notes, and the headers and body of HTTP requests and responses they carry. A
-    traceback printed afterwards shows no credential. Returns `exc`."""
-    if not _current_table():
-        return exc
-    seen: set[int] = set()
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        pending.extend(_scrub_one(current))
-    return exc
-
-
-def _scrub_one(exc: BaseException) -> list[BaseException]:
-    """Redact one exception; returns the exceptions linked to it."""
-    linked = [e for e in (exc.__cause__, exc.__context__) if e is not None]
-    args = exc.args
-    clean_args = redact_value(args)
-    if clean_args is not args:
-        exc.args = clean_args
-    notes = getattr(exc, "__notes__", None)
-    if isinstance(notes, list):
-        notes[:] = [redact(n) if isinstance(n, str) else n for n in notes]
-    group = getattr(exc, "exceptions", None)
-    if isinstance(group, tuple):
-        linked.extend(e for e in group if isinstance(e, BaseException))
-    for name, value in list(getattr(exc, "__dict__", {}).items()):
-        if isinstance(value, BaseException):
-            linked.append(value)
-        elif isinstance(value, str | bytes | dict | list | tuple):
-            clean = redact_value(value)
-            if clean is not value:
-                _set(exc, name, clean)
-        elif hasattr(value, "headers"):
-            _scrub_http(value)
-        else:
-            _scrub_headers(value)
-    return linked
-
-
-def _scrub_headers(headers: Any) -> None:
-    """Redact the values of a mutable mapping of headers (httpx.Headers, say) in place."""
-    items = getattr(headers, "items", None)
-    if not callable(items) or not hasattr(headers, "__setitem__"):
-        return
-    for key, value in list(items()):
-        if isinstance(value, str) and contains_secret(value):
-            try:
-                headers[key] = redact(value)
-            except (TypeError, AttributeError):
-                return
-
-
-def _scrub_http(message: Any, depth: int = 0) -> None:
-    """Redact an HTTP request or response (httpx-like) in place: header values and a body
-    already read (httpx caches it in `_content` and its text in `_text`). The request a
-    response answers is cleaned too."""
-    _scrub_headers(getattr(message, "headers", None))
-    body = getattr(message, "_content", None)
-    if isinstance(body, bytes):
-        clean = redact_bytes(body)
-        if clean != body:
-            _set(message, "_content", clean)
-    text = getattr(message, "_text", None)
-    if isinstance(text, str):
-        _set(message, "_text", redact(text))
-    request = getattr(message, "_request", None)
-    if request is not None and depth == 0:
-        _scrub_http(request, 1)
-
-
-def _set(obj: Any, name: str, value: Any) -> None:
-    with contextlib.suppress(AttributeError, TypeError):  # read-only: leave it
-        setattr(obj, name, value)
-
-
-# -- logging --------------------------------------------------------------------------------
-
-
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts credentials from each record it lets through: the
-    formatted message and the exception attached to it. Records are never dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record: let logging report it as usual
-            return True
-        clean = redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        if record.exc_info and record.exc_info[1] is not None:
-            scrub_exception(record.exc_info[1])
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text)
-        return True
-
-
-_FILTER = RedactingFilter()
-
-# loggers of the libraries on the model path; some log a provider's error body at DEBUG
-THIRD_PARTY_LOGGERS = (
-    "LiteLLM",
-    "LiteLLM Router",
-    "LiteLLM Proxy",
-    "openai",
-    "openai._base_client",
-    "httpx",
-    "httpcore",
-)
-
-
-def protect_logger(logger: logging.Logger | str) -> logging.Logger:
-    """Attach the redacting filter to `logger` (once). A logger filter sees only the records
-    logged on that very logger, so each logger that may see a credential needs it."""
-    found = logging.getLogger(logger) if isinstance(logger, str) else logger
-    if _FILTER not in found.filters:
-        found.addFilter(_FILTER)
-    return found
-
-
-def get_logger(name: str) -> logging.Logger:
-    """`logging.getLogger(name)`, with credentials redacted from what it logs."""
-    return protect_logger(name)
-
-
-def protect_loggers() -> None:
-    """Protect the model path's third-party loggers and every tenxgraph logger created so far."""
-    for name in THIRD_PARTY_LOGGERS:
-        protect_logger(name)
-    for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(logger, logging.Logger) and (
-            name == "tenxgraph" or name.startswith("tenxgraph.")
-        ):
-            protect_logger(logger)
+    return any(value in text for value, _ in current_table())
 
 
 __all__ = [
     "MIN_SECRET_LENGTH",
-    "THIRD_PARTY_LOGGERS",
-    "RedactingFilter",
     "add_secret",
     "contains_secret",
-    "get_logger",
+    "current_table",
     "is_secret_name",
-    "protect_logger",
-    "protect_loggers",
     "redact",
     "redact_bytes",
     "redact_value",
     "remember_settings",
-    "scrub_exception",
 ]

@@ -1,0 +1,75 @@
+"""Log records cleaned of credentials, by a filter on each logger that may see one."""
+
+from __future__ import annotations
+
+import logging
+
+from tenxgraph.core.redaction._exceptions import scrub_exception
+from tenxgraph.core.redaction._known import redact
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts credentials from each record it lets through: the
+    formatted message and the exception attached to it. Records are never dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: let logging report it as usual
+            return True
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            scrub_exception(record.exc_info[1])
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+_FILTER = RedactingFilter()
+
+# loggers of the libraries on the model path; some log a provider's error body at DEBUG
+THIRD_PARTY_LOGGERS = (
+    "LiteLLM",
+    "LiteLLM Router",
+    "LiteLLM Proxy",
+    "openai",
+    "openai._base_client",
+    "httpx",
+    "httpcore",
+)
+
+
+def protect_logger(logger: logging.Logger | str) -> logging.Logger:
+    """Attach the redacting filter to `logger` (once). A logger filter sees only the records
+    logged on that very logger, so each logger that may see a credential needs it."""
+    found = logging.getLogger(logger) if isinstance(logger, str) else logger
+    if _FILTER not in found.filters:
+        found.addFilter(_FILTER)
+    return found
+
+
+def get_logger(name: str) -> logging.Logger:
+    """`logging.getLogger(name)`, with credentials redacted from what it logs."""
+    return protect_logger(name)
+
+
+def protect_loggers() -> None:
+    """Protect the model path's third-party loggers and every tenxgraph logger created so far."""
+    for name in THIRD_PARTY_LOGGERS:
+        protect_logger(name)
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and (
+            name == "tenxgraph" or name.startswith("tenxgraph.")
+        ):
+            protect_logger(logger)
+
+
+__all__ = [
+    "THIRD_PARTY_LOGGERS",
+    "RedactingFilter",
+    "get_logger",
+    "protect_logger",
+    "protect_loggers",
+]
