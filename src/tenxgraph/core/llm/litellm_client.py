@@ -184,12 +184,14 @@ def _has_credentials(settings: dict[str, Any]) -> bool:
 
 
 def _stream_cut(exc: Exception) -> bool:
-    """Whether litellm ended a stream because it closed without a finish reason."""
+    """Whether litellm ended a stream because it closed without a finish reason (not because
+    the provider refused it: a 429 at the start of a stream comes the same way)."""
     try:
-        from litellm.exceptions import MidStreamFallbackError
+        from litellm.exceptions import APIConnectionError, MidStreamFallbackError
     except ImportError:  # an older litellm: the error is reported as it came
         return False
-    return isinstance(exc, MidStreamFallbackError)
+    cause = getattr(exc, "original_exception", None)
+    return isinstance(exc, MidStreamFallbackError) and isinstance(cause, APIConnectionError)
 
 
 def no_choice_error(provider: str, model: str, *, streamed: bool) -> ModelUnavailableError:
