@@ -66,6 +66,17 @@ def test_describe_maps_errors_to_exit_codes() -> None:
     assert describe(RuntimeError("boom")) == (1, "RuntimeError: boom")
 
 
+def test_describe_redacts_the_credentials_the_process_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "gsk_" + "Zq3" * 16
+    monkeypatch.setenv("GROQ_API_KEY", key)
+    for error in (RuntimeError(f"boom {key}"), CliError(f"bad {key}"), NodeError(f"x {key}")):
+        message = describe(error)[1]
+        assert key not in message
+        assert "[REDACTED:GROQ_API_KEY]" in message
+
+
 def test_default_db_is_the_checkpointer_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert DEFAULT_DB == DEFAULT_DB_PATH
     monkeypatch.delenv("TENXGRAPH_DB", raising=False)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import json
+import logging
 import os
 import subprocess
 import sys
+import traceback
 import types
 from collections.abc import AsyncIterator
 from typing import Any
@@ -275,6 +277,21 @@ async def test_a_local_server_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> N
     assert sent(local)["model"] == "llama3"
 
 
+async def test_aws_credentials_given_as_settings_count_as_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    settings = {
+        "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
+        "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    }
+    model = "bedrock/anthropic.claude-3-haiku-20240307-v1:0"
+    assert LiteLLMClient()._check_key(model, "bedrock", settings) is settings
+    with pytest.raises(ModelAuthError, match="AWS_SECRET_ACCESS_KEY"):
+        LiteLLMClient()._check_key(model, "bedrock", {})
+
+
 async def test_a_model_without_a_provider_prefix_litellm_cannot_route(
     openai_api: respx.Route,
 ) -> None:
@@ -491,3 +508,62 @@ def test_litellm_import_heap_is_frozen_out_of_garbage_collection(
     litellm_client.load_litellm()
     litellm_client.load_litellm()
     assert len(freezes) == frozen
+
+
+# -- an answer without choices ------------------------------------------------------------
+
+
+async def test_an_answer_without_choices_is_a_retryable_model_error(
+    openai_api: respx.Route,
+) -> None:
+    openai_api.mock(return_value=httpx.Response(200, json={**completion(), "choices": []}))
+    with pytest.raises(ModelUnavailableError) as info:
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    error = info.value
+    assert error.error_code == "MODEL_UNAVAILABLE_002"
+    assert "without any choice" in error.message
+    assert (error.provider, error.model, error.status_code) == ("openai", MODEL, None)
+    assert is_retryable(error, RetryConfig())
+
+
+async def test_a_stream_without_choices_is_the_same_model_error(openai_api: respx.Route) -> None:
+    openai_api.mock(return_value=sse(USAGE_EVENT))
+    pieces: list[Message] = []
+    with pytest.raises(ModelUnavailableError) as info:
+        await drain(LiteLLMClient().astream(request(api_key=KEY)), pieces)
+    assert info.value.error_code == "MODEL_UNAVAILABLE_002"
+    assert "stream" in info.value.message
+    assert pieces == []
+
+
+async def test_a_stream_whose_choice_finishes_empty_is_an_empty_answer(
+    openai_api: respx.Route,
+) -> None:
+    openai_api.mock(return_value=sse(event({"role": "assistant"}, "stop"), USAGE_EVENT))
+    pieces = [m async for m in LiteLLMClient().astream(request(api_key=KEY))]
+    assert len(pieces) == 1
+    assert pieces[0].text() == ""
+    assert pieces[0].metadata["finish_reason"] == "stop"
+
+
+# -- credentials in logs ------------------------------------------------------------------
+
+
+def test_loading_litellm_puts_the_redacting_filter_on_the_model_paths_loggers() -> None:
+    load_litellm()
+    for name in ("LiteLLM", "openai._base_client", "httpx"):
+        filters = logging.getLogger(name).filters
+        assert any(type(f).__name__ == "RedactingFilter" for f in filters), name
+
+
+async def test_a_key_a_provider_echoes_is_gone_from_the_cause_a_traceback_prints(
+    openai_api: respx.Route,
+) -> None:
+    body = {"error": {"message": f"Incorrect API key provided: {KEY}"}}
+    openai_api.mock(return_value=httpx.Response(401, json=body))
+    with pytest.raises(ModelAuthError) as info:
+        await LiteLLMClient().acomplete(request(api_key=KEY))
+    printed = "".join(traceback.format_exception(info.value))
+    assert "Incorrect API key provided" in printed
+    assert KEY not in printed
+    assert KEY not in repr(info.value.__cause__.args)  # type: ignore[union-attr]

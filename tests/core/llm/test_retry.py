@@ -397,3 +397,114 @@ async def test_agent_fallback_models_leave_the_agent_unchanged(slept: list[float
     assert [r.model for r in agent._routes] == ["primary", "secondary"]
     assert agent.model is primary
     assert agent.fallback_models == [secondary]
+
+
+# -- each route's own settings ----------------------------------------------------------------
+
+
+class Recording:
+    """A ModelClient that answers and keeps the settings each request came with."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.settings: list[dict[str, Any]] = []
+
+    def provider(self, model: str) -> str:
+        return model.split("/")[0]
+
+    async def acomplete(self, request: ModelRequest) -> Message:
+        self.settings.append(dict(request.settings))
+        if self.fail:
+            raise err(ModelUnavailableError, 503)
+        return Message.text_message("ok", "assistant")
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[Message]:
+        yield await self.acomplete(request)
+
+
+PRIMARY_SETTINGS = {"api_key": "sk-primary-0123456789", "api_base": "http://a", "temperature": 0.2}
+
+
+async def answered_settings(
+    primary: Recording, fallback: Recording, model: str, own: dict[str, Any] | None
+) -> dict[str, Any]:
+    routes = [Route(primary, "openai/a"), Route(fallback, model, own)]
+    request = ModelRequest(model="openai/a", messages=[], settings=PRIMARY_SETTINGS)
+    await complete(routes, request, NO_RETRY)
+    return fallback.settings[-1]
+
+
+async def test_a_fallback_on_another_provider_gets_only_the_shared_settings() -> None:
+    other_client = Recording()
+    settings = await answered_settings(Recording(fail=True), other_client, "openai/b", None)
+    assert settings == {"temperature": 0.2}
+    # one client object for both, but it routes the fallback's name to another provider
+    client = Recording(fail=True)
+    routes = [Route(client, "openai/a"), Route(client, "anthropic/b")]
+    request = ModelRequest(model="openai/a", messages=[], settings=PRIMARY_SETTINGS)
+    with pytest.raises(ModelUnavailableError):
+        await complete(routes, request, NO_RETRY)
+    assert client.settings == [PRIMARY_SETTINGS, {"temperature": 0.2}]
+
+
+async def test_a_fallback_on_the_same_provider_inherits_the_connection_unless_it_has_its_own() -> (
+    None
+):
+    client = Recording(fail=True)
+    routes = [Route(client, "openai/a"), Route(client, "openai/b")]
+    request = ModelRequest(model="openai/a", messages=[], settings=PRIMARY_SETTINGS)
+    with pytest.raises(ModelUnavailableError):
+        await complete(routes, request, NO_RETRY)
+    assert client.settings == [PRIMARY_SETTINGS, PRIMARY_SETTINGS]
+    client.settings.clear()
+    own = {"api_base": "http://b", "temperature": 0.9}
+    routes = [Route(client, "openai/a"), Route(client, "openai/b", own)]
+    with pytest.raises(ModelUnavailableError):
+        await complete(routes, request, NO_RETRY)
+    assert client.settings[1] == {"api_base": "http://b", "temperature": 0.9}  # no primary key
+    client.settings.clear()
+    routes = [Route(client, "openai/a"), Route(client, "openai/b", {"max_tokens": 5})]
+    with pytest.raises(ModelUnavailableError):
+        await complete(routes, request, NO_RETRY)
+    assert client.settings[1] == {**PRIMARY_SETTINGS, "max_tokens": 5}
+
+
+def test_fallback_models_may_carry_their_own_settings() -> None:
+    agent = Agent(
+        "openai/gpt-4o-mini",
+        fallback_models=[
+            "openai/gpt-4o",
+            ("anthropic/claude-sonnet-4-5", {"api_key": "sk-ant-own-0123456789"}),
+            {"model": "gemini/gemini-2.5-flash", "api_key": "AIza-own-0123456789"},
+        ],
+    )
+    routes = agent._routes
+    assert [r.model for r in routes] == [
+        "openai/gpt-4o-mini",
+        "openai/gpt-4o",
+        "anthropic/claude-sonnet-4-5",
+        "gemini/gemini-2.5-flash",
+    ]
+    assert [r.settings for r in routes] == [
+        None,
+        None,
+        {"api_key": "sk-ant-own-0123456789"},
+        {"api_key": "AIza-own-0123456789"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "error", "words"),
+    [
+        (("anthropic/claude-sonnet-4-5",), TypeError, "(model, settings)"),
+        (("anthropic/x", "sk-ant-secret-0123456789"), TypeError, "(model, settings)"),
+        ({"api_key": "sk-ant-secret-0123456789"}, ValueError, "under 'model'"),
+    ],
+)
+def test_a_malformed_fallback_says_how_to_give_one_without_showing_its_values(
+    entry: Any, error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error) as info:
+        Agent("openai/gpt-4o-mini", fallback_models=[entry])
+    assert words in str(info.value)
+    assert "secret" not in str(info.value)

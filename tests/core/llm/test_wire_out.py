@@ -268,3 +268,34 @@ def test_to_wire_does_not_change_the_messages() -> None:
     before = message.model_dump()
     to_wire([message], "anthropic")
     assert message.model_dump() == before
+
+
+def test_arguments_known_to_be_invalid_go_back_as_an_empty_object() -> None:
+    # cut short by max_tokens: wire_in kept the raw text and recorded the parse error
+    message = assistant(
+        ToolCallBlock(id="cut", name="weather", args={}),
+        ToolCallBlock(id="fine", name="weather", args={"city": "Rome"}),
+        tools_calls=[
+            openai_call("cut", "weather", '{"city": "Par'),
+            openai_call("fine", "weather", '{"city":  "Rome"}'),
+        ],
+    )
+    message.metadata["tool_call_errors"] = {"cut": "arguments are not valid JSON (...)"}
+    calls = to_wire([message])[0]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == ["{}", '{"city":  "Rome"}']
+    assert message.tools_calls is not None  # the stored message keeps what the model sent
+    assert message.tools_calls[0]["function"]["arguments"] == '{"city": "Par'
+
+
+def test_hand_built_calls_whose_arguments_do_not_parse_go_out_as_an_empty_object() -> None:
+    message = Message(
+        role="assistant",
+        content=[],
+        tools_calls=[
+            openai_call("c1", "f", '{"x": '),
+            openai_call("c2", "f", "[1, 2]"),
+            openai_call("c3", "f", '{"x": 1}'),
+        ],
+    )
+    calls = to_wire([message])[0]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == ["{}", "{}", '{"x": 1}']
