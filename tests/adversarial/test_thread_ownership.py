@@ -369,15 +369,38 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing(backend: Backend)
     first = asyncio.create_task(slow.ainvoke(user("one"), config))
     await gate.started.wait()
     # its lease runs out (its process froze longer than the lease), and another run takes over
-    if backend.is_sql:
-        await backend.sql("UPDATE tx_threads SET lease_expires = 0")
-    else:
-        store._threads["t"].lease_expires = 0.0  # type: ignore[attr-defined]
+    await expire_lease(backend)
     await app_of(store, quick).ainvoke(user("two"), config)
     gate.release.set()
     with pytest.raises(exceptions.LeaseLostError):
         await first
     assert await stored_texts(store) == ["one", "two", answer_to("two")]
+
+
+async def expire_lease(backend: Backend) -> None:
+    if backend.is_sql:
+        await backend.sql("UPDATE tx_threads SET lease_expires = 0")
+    else:
+        backend.store._threads["t"].lease_expires = 0.0  # type: ignore[attr-defined]
+
+
+async def test_a_heartbeat_renews_an_expired_lease_unless_another_run_took_it(
+    backend: Backend,
+) -> None:
+    from tenxgraph.storage.checkpointer.lease import Lease
+
+    store = backend.store
+    await app_of(store, quick).ainvoke(user("one"), {"thread_id": "t"})
+    mine = Lease("mine@elsewhere:1:1", 30)
+    await take_lease(store, mine.owner, mine.ttl)
+    await expire_lease(backend)  # late (a blocked event loop), but nobody came meanwhile
+    assert await store.arenew_lease("t", mine)
+    holder = await store.alease_holder("t")
+    assert holder is not None
+    assert holder.owner == mine.owner
+    await expire_lease(backend)
+    await take_lease(store, "other@elsewhere:2:2", 30)  # this time another run took over
+    assert not await store.arenew_lease("t", mine)
 
 
 # -- schema: a database written before leases ---------------------------------------------------

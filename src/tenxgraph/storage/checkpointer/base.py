@@ -215,8 +215,9 @@ class BaseCheckpointer(ABC):
 
     @abstractmethod
     async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
-        """Extend `lease` by `lease.ttl` from now if its owner still holds it (the heartbeat
-        of a long step). False if the lease was lost or released."""
+        """Extend `lease` by `lease.ttl` from now if its owner still holds it, expired or not,
+        as long as no other run took it (the heartbeat of a long step). False if the lease
+        was taken over or released."""
 
     @abstractmethod
     async def arelease_lease(self, thread_id: str, owner: str) -> None:

@@ -142,7 +142,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
     async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
         thread = self._threads.get(thread_id)
         now = time.time()
-        if thread is None or thread.holder(now) != lease.owner:
+        if thread is None or thread.lease_owner != lease.owner:
             return False
         thread.lease_expires = now + lease.ttl
         return True

@@ -510,8 +510,7 @@ class PgCheckpointer(BaseCheckpointer):
         async def renew(conn: Connection) -> bool:
             status = await conn.execute(
                 f"UPDATE {self._s}.tx_threads SET lease_expires = {_NOW} + $3, "
-                f"lease_heartbeat = {_NOW} WHERE thread_id = $1 AND lease_owner = $2 "
-                f"AND lease_expires > {_NOW}",
+                f"lease_heartbeat = {_NOW} WHERE thread_id = $1 AND lease_owner = $2",
                 thread_id,
                 lease.owner,
                 lease.ttl,

@@ -414,8 +414,8 @@ class SqliteCheckpointer(BaseCheckpointer):
             now = time.time()
             cursor = await conn.execute(
                 "UPDATE tx_threads SET lease_expires = ?, lease_heartbeat = ? "
-                "WHERE thread_id = ? AND lease_owner = ? AND lease_expires > ?",
-                (now + lease.ttl, now, thread_id, lease.owner, now),
+                "WHERE thread_id = ? AND lease_owner = ?",
+                (now + lease.ttl, now, thread_id, lease.owner),
             )
             renewed = cursor.rowcount == 1
             await cursor.close()
