@@ -346,9 +346,9 @@ async def test_the_stored_thread_hides_the_key(
     state = await single_agent(Agent("test"), reopened).aget_state(config)
     assert state is not None
     texts = [state.model_dump_json()]
-    assert "REDACTED" in json.dumps(state.execution_meta.internal_data, default=str)
     if backend.is_sql:
         texts += [repr(row) for row in await stored_rows(backend)]
+    assert state.execution_meta.internal_data.get("error")  # the failure was stored
     assert_hidden(given.keys, texts, f"the thread stored on {backend.name}")
 
 
