@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,9 +23,10 @@ from typing import Any
 import pytest
 
 import tenxgraph
-from tenxgraph.core.graph import Agent
+from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState
-from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+from tenxgraph.storage.checkpointer import BaseCheckpointer, InMemoryCheckpointer
+from tenxgraph.utils.constants import START
 from tests.core.graph._support import inp, linear, texts
 from tests.storage.conftest import Backend
 
@@ -244,3 +246,126 @@ def test_a_sync_call_of_another_graph_from_inside_a_node_still_works() -> None:
     outer = linear(delegate, checkpointer=InMemoryCheckpointer())
     result = outer.invoke(inp("hi"), {"thread_id": "outer"})
     assert texts(result["messages"])[-1] == "2 True"
+
+
+# -- astop() under load ------------------------------------------------------------------------
+
+
+class Counted(AgentState):
+    count: int = 0
+
+
+STORAGE_CALLS = ("asave", "aload", "aversion", "ais_stop_requested", "aclear_stop_request")
+
+
+def watch_calls(store: BaseCheckpointer, thread_id: str, log: list[str]) -> None:
+    """Log the names of `store`'s calls for `thread_id`, from now on."""
+    for name in STORAGE_CALLS:
+        original = getattr(store, name)
+
+        async def call(*args: Any, _original: Any = original, _name: str = name, **kw: Any) -> Any:
+            if args and args[0] == thread_id:
+                log.append(_name)
+            return await _original(*args, **kw)
+
+        setattr(store, name, call)
+
+
+def parked_app(store: BaseCheckpointer, entered: dict[str, asyncio.Event]) -> CompiledGraph:
+    async def park(state: AgentState, config: dict[str, Any]) -> str:
+        entered[config["thread_id"]].set()
+        await asyncio.Event().wait()
+        return "never"
+
+    return linear(("park", park), checkpointer=store)
+
+
+async def test_a_stop_in_this_process_makes_one_storage_call_its_last_save(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    """Each storage call of a stopping run may wait behind every other run's queued calls: a
+    stop asked in this process neither asks the store whether it was asked nor clears a
+    request it never stored."""
+    entered = {"t": asyncio.Event()}
+    app = parked_app(checkpointer, entered)
+    run = asyncio.create_task(app.ainvoke(inp("hi"), {"thread_id": "t"}))
+    await entered["t"].wait()
+    calls: list[str] = []
+    watch_calls(checkpointer, "t", calls)
+    assert (await app.astop({"thread_id": "t"}))["running"] is True
+    result = await run
+    assert result["interrupted"]["reason"] == "stop_requested"
+    assert calls == ["asave"]
+
+
+async def test_a_stop_request_left_in_the_store_does_not_stop_the_threads_next_run(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    """A stop asked through the store (another process) while this process stopped the run
+    itself is not meant for the thread's next run."""
+    entered = {"t": asyncio.Event()}
+    app = parked_app(checkpointer, entered)
+    run = asyncio.create_task(app.ainvoke(inp("hi"), {"thread_id": "t"}))
+    await entered["t"].wait()
+    await checkpointer.arequest_stop("t")  # as another process's astop would
+    await app.astop({"thread_id": "t"})
+    assert (await run)["interrupted"]["reason"] == "stop_requested"
+    app.override_node("park", lambda state: "answered")
+    result = await app.ainvoke(inp("next"), {"thread_id": "t"})
+    assert "interrupted" not in result
+    assert texts(result["messages"]) == ["next", "answered"]
+
+
+async def test_a_stopping_runs_saves_go_ahead_of_the_other_runs_queued_saves(
+    sql_backend: Backend,
+) -> None:
+    """100 runs loop through steps, each saving a checkpoint per step on the one store: once
+    one is asked to stop, its saves are served before the others' queued ones. Counted, not
+    timed: how many saves of other runs land between the stop and the stopped run's end."""
+    store = sql_backend.store
+    runs = 100
+    started: set[str] = set()
+    all_started = asyncio.Event()
+
+    async def step(state: Counted, config: dict[str, Any]) -> dict[str, int]:
+        started.add(config["thread_id"])
+        if len(started) == runs:
+            all_started.set()
+        await asyncio.sleep(0)
+        return {"count": state.count + 1}
+
+    graph = StateGraph(Counted)
+    graph.add_node("a", step)
+    graph.add_node("b", step)
+    graph.add_edge(START, "a")
+    graph.add_edge("a", "b")
+    graph.add_edge("b", "a")
+    app = graph.compile(checkpointer=store)
+    config = {"recursion_limit": 10**9, "node_timeout": None}
+    threads = [f"t{i}" for i in range(runs)]
+    tasks = [
+        asyncio.create_task(app.ainvoke(inp("go"), {**config, "thread_id": t})) for t in threads
+    ]
+    await all_started.wait()
+    saves = 0
+    original = store.asave
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal saves
+        version = await original(*args, **kwargs)
+        if args[0] != target:
+            saves += 1
+        return version
+
+    target = threads[runs // 2]
+    store.asave = counted  # type: ignore[method-assign]
+    await app.astop({"thread_id": target})
+    result = await tasks[runs // 2]
+    others = saves
+    for thread_id in threads:
+        await app.astop({"thread_id": thread_id})
+    await asyncio.gather(*tasks)
+    assert result["interrupted"]["reason"] == "stop_requested"
+    # only the saves already under way when the stop came may land first (one connection on
+    # SQLite, the test's four on PostgreSQL); before, every queued save of every run did
+    assert others <= 10, others

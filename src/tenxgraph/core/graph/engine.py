@@ -62,6 +62,7 @@ from tenxgraph.core.state.execution_state import (
 )
 from tenxgraph.core.state.message import generate_id
 from tenxgraph.core.state.reducers import all_stored
+from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.storage.checkpointer.lease import (
     Lease,
     busy_error,
@@ -170,6 +171,9 @@ class Run:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.step_tasks: list[asyncio.Task[Any]] = []
         self.stop_asked = False
+        self.stop_stored = False  # the stop was asked through the checkpointer (to clear)
+        # once stopping, the run's storage calls go ahead of other runs' queued ones
+        self.express = Express()
         self.deferred: set[str] = set()
         self.version: int | None = None
         self.next_names: list[str] | None = None
@@ -198,6 +202,7 @@ class Run:
     def request_stop(self) -> None:
         """Ask the run to stop: now if a node is running, else at the next step boundary."""
         self.stop_asked = True
+        self.express.set()
         self.guard.stop()
         for task in self.step_tasks:
             task.cancel()
@@ -257,6 +262,8 @@ class Run:
             else await app._take_turn(thread_id, settings.multitask_strategy, deadline)
         )
         app._active[thread_id] = self
+        outer_express = current_express.get()
+        current_express.set(self.express)
         self.loop = asyncio.get_running_loop()
         self.guard.task = asyncio.current_task()
         started = time.perf_counter()
@@ -317,6 +324,7 @@ class Run:
                 del app._active[thread_id]
             if turn is not None:
                 app._end_turn(turn)
+            current_express.set(outer_express)
 
     async def _prepare(self, deadline: float | None) -> tuple[AgentState, list[Message]]:
         """Load the thread and apply the input, with the run's first save (which takes the
@@ -532,10 +540,15 @@ class Run:
                     "config={'recursion_limit': 100}",
                     context={"recursion_limit": limit, "next": [s.name for s in frontier]},
                 )
-            if app.checkpointer is not None and time.monotonic() - last_poll > _STOP_POLL_SECONDS:
+            if (
+                not self.stop_asked  # asked in this process: no need to ask the store
+                and app.checkpointer is not None
+                and time.monotonic() - last_poll > _STOP_POLL_SECONDS
+            ):
                 last_poll = time.monotonic()
                 if await app.checkpointer.ais_stop_requested(self.settings.thread_id):
-                    self.stop_asked = True
+                    self.stop_stored = True
+                    self.request_stop()
             if self.stop_asked:
                 async for chunk in self._stop(state, frontier):
                     yield chunk
@@ -1082,7 +1095,9 @@ class Run:
     ) -> AsyncIterator[StreamChunk]:
         if self.lease_lost and self.lease is not None:  # stopped because another run took over
             raise lost_error(self.settings.thread_id, self.lease.owner)
-        if self.app.checkpointer is not None:
+        # a stop asked in this process left nothing in the store (one asked through the store
+        # meanwhile is cleared by the thread's next run, which ignores older requests)
+        if self.stop_stored and self.app.checkpointer is not None:
             await self.app.checkpointer.aclear_stop_request(self.settings.thread_id)
         state.execution_meta.stop_current_execution = StopRequestStatus.STOPPED
         node = frontier[-1].name if frontier else state.execution_meta.current_node

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     decode,
@@ -201,6 +202,8 @@ class PgCheckpointer(BaseCheckpointer):
         self._retries = retries
         self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
         self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        # per loop: turns on the pool's connections, a stopping run's calls first
+        self._gates: dict[asyncio.AbstractEventLoop, PriorityGate] = {}
         self._guard = threading.Lock()
         self._schema_ready = False
         digest = hashlib.sha256(f"tenxgraph-schema:{schema}".encode()).digest()
@@ -238,13 +241,25 @@ class PgCheckpointer(BaseCheckpointer):
             self._schema_ready = True
         return pool
 
+    def _gate(self) -> PriorityGate:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            pool = self._external_pool
+            gate = PriorityGate(self._max_size if pool is None else pool.get_max_size())
+            with self._guard:
+                for other in [lp for lp in self._gates if lp.is_closed()]:
+                    del self._gates[other]
+                gate = self._gates.setdefault(loop, gate)
+        return gate
+
     async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `operation` on a pooled connection, retrying transient failures."""
         attempt = 0
         while True:
             try:
                 pool = await self._pool()
-                async with pool.acquire() as conn:
+                async with self._gate().turn(), pool.acquire() as conn:
                     return await operation(conn)
             except Exception as exc:
                 if not _is_transient(exc) or attempt >= self._retries:

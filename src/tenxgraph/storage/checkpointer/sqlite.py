@@ -22,6 +22,7 @@ import aiosqlite
 
 from tenxgraph.core.exceptions import StorageError, TransientStorageError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     decode,
@@ -106,10 +107,11 @@ _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx
 
 @dataclass(slots=True)
 class _LoopSlot:
-    """The connection of one event loop, and the lock that serialises its use."""
+    """The connection of one event loop, and the lock that serialises its use (a stopping
+    run's calls go first)."""
 
     loop: asyncio.AbstractEventLoop
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: PriorityGate = field(default_factory=PriorityGate)
     conn: aiosqlite.Connection | None = None
 
 
@@ -227,7 +229,7 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def _connected(self) -> AsyncIterator[aiosqlite.Connection]:
         slot = self._slot()
         try:
-            async with slot.lock:
+            async with slot.lock.turn():
                 if slot.conn is None:
                     slot.conn = await self._open()
                 yield slot.conn
@@ -290,7 +292,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             if slot.conn is None:
                 continue
             if slot.loop is loop:
-                async with slot.lock:
+                async with slot.lock.turn():
                     await slot.conn.close()
             else:  # owned by another loop: closing it from here must not await that loop
                 slot.conn.stop()
