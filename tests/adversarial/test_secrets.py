@@ -447,6 +447,36 @@ async def test_a_node_error_echoing_a_token_hides_it(
     assert_hidden((token,), texts, "the node's error, its cause, the chunks or the thread")
 
 
+async def test_a_tool_error_echoing_a_token_is_redacted_before_the_model_or_the_thread_sees_it(
+    backend: Backend, clean_env: pytest.MonkeyPatch
+) -> None:
+    from tenxgraph.core.llm import FunctionModel
+    from tenxgraph.core.state import ToolCallBlock
+    from tenxgraph.prebuilt import ReactAgent
+
+    token = fake_key("ghp_", 40, ALNUM, uuid.uuid4().hex)
+    clean_env.setenv("TENX_SERVICE_TOKEN", token)
+    seen_by_model: list[str] = []
+
+    def call_service() -> str:
+        """Call the service."""
+        raise PermissionError(f"service refused token {token}")
+
+    def model(messages: list[Message], info: object) -> object:
+        if messages[-1].role == "tool":
+            seen_by_model.append(messages[-1].model_dump_json())
+            return "sorry"
+        return [ToolCallBlock(id="c1", name="call_service", args={})]
+
+    app = ReactAgent(FunctionModel(model), [call_service]).compile(checkpointer=backend.store)
+    config = thread()
+    await app.ainvoke(run_input(), config)
+    state = await app.aget_state(config)
+    assert state is not None
+    assert "[REDACTED:TENX_SERVICE_TOKEN]" in seen_by_model[0]
+    assert_hidden((token,), [*seen_by_model, state.model_dump_json()], "the tool's error result")
+
+
 # -- fallbacks: each route sends its own credentials -----------------------------------------
 
 OPENAI_URL = "https://api.openai.com/v1/chat/completions"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenxgraph.core.graph.ledger import ToolLedger
+from tenxgraph.core.redaction import redact
 from tenxgraph.core.graph.tool_calls import ToolCall
 from tenxgraph.core.graph.tool_output import safe_text, tool_output
 from tenxgraph.core.graph.tool_updates import encoded, revived
@@ -38,7 +39,9 @@ def tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
 
 
 def error_outcome(call: ToolCall, text: str) -> Outcome:
-    return Outcome(tool_message(call, f"Error: {safe_text(text)}", True))
+    """An error result. Its text goes to the model provider and into the thread, so the
+    credentials the process holds are redacted from it (a tool's exception may echo one)."""
+    return Outcome(tool_message(call, f"Error: {redact(safe_text(text))}", True))
 
 
 def result_outcome(call: ToolCall, value: Any) -> Outcome:
