@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenxgraph.core.graph.ledger import ToolLedger
-from tenxgraph.core.redaction import redact
 from tenxgraph.core.graph.tool_calls import ToolCall
 from tenxgraph.core.graph.tool_output import safe_text, tool_output
 from tenxgraph.core.graph.tool_updates import encoded, revived
+from tenxgraph.core.redaction import redact
 from tenxgraph.core.state import AgentState, Message, ToolResult
 from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.utils.interrupt import GraphInterrupt
