@@ -200,8 +200,9 @@ def no_choice_error(provider: str, model: str, *, streamed: bool) -> ModelUnavai
     where = f"{provider} model {model!r}"
     if streamed:
         what = (
-            "ended its stream without any choice (no text, tool call or finish reason came: "
-            "an empty answer, `choices: []`, or a connection closed early)"
+            "ended its stream without an answer (no text, tool call, or finish reason with "
+            "usage came: an empty or unreadable body, `choices: []`, or a connection closed "
+            "early)"
         )
     else:
         what = "answered without any choice (`choices: []`): there is no message"

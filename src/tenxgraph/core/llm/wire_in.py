@@ -488,12 +488,15 @@ class StreamAssembler:
 
     @property
     def answered(self) -> bool:
-        """Whether any choice came: a finish reason, text, reasoning or a tool call. A stream
-        of chunks without choices (`choices: []`) is no answer at all."""
+        """Whether an answer came: text, reasoning or a tool call, or a finish reason with the
+        provider's token usage (an empty but real answer). A stream of chunks without choices
+        (`choices: []`) is none; nor is a bare finish reason without usage, which is what
+        litellm makes of a 200 whose body holds no stream events (a proxy's HTML page,
+        broken JSON, an empty body): streams always ask for usage."""
         draft = self.draft
-        return bool(
-            draft.finish_reason or self._text or draft.calls or draft.reasoning or draft.thinking
-        )
+        if self._text or draft.calls or draft.reasoning or draft.thinking:
+            return True
+        return bool(draft.finish_reason) and draft.usage is not None
 
     def finish(self) -> Message:
         """The complete message; call once the stream has ended."""
