@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from tenxgraph.core.state._depth import deep_path, format_path, too_deep
+
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
@@ -92,24 +94,34 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 def copied(value: T) -> T:
     """A deep copy of JSON-like data and of pydantic models made of it, built without
     validation (the values are valid already); anything else goes through `copy.deepcopy`.
-    About half the cost of a model's dump and validate."""
+    About half the cost of a model's dump and validate. A value nested too deeply to copy
+    raises `ValueError` saying where (never a bare `RecursionError`)."""
+    try:
+        return _copied(value)
+    except RecursionError:
+        path = deep_path(value)
+        where = f"field {format_path(path)!r}: " if path else ""
+        raise ValueError(f"Cannot copy this {type(value).__name__}: {where}{too_deep()}") from None
+
+
+def _copied(value: T) -> T:
     cls = type(value)
     if cls in _SCALARS:
         return value
     # scalars are shared, not passed to a call of their own: most leaves are scalars
     if cls is dict:
         return {  # type: ignore[return-value]
-            k: v if type(v) in _SCALARS else copied(v)
+            k: v if type(v) in _SCALARS else _copied(v)
             for k, v in value.items()  # type: ignore[attr-defined]
         }
     if cls is list:
-        return [v if type(v) in _SCALARS else copied(v) for v in value]  # type: ignore[attr-defined,return-value]
+        return [v if type(v) in _SCALARS else _copied(v) for v in value]  # type: ignore[attr-defined,return-value]
     if (
         isinstance(value, BaseModel)
         and value.__pydantic_extra__ is None
         and value.__pydantic_private__ is None
     ):
-        fields = {k: v if type(v) in _SCALARS else copied(v) for k, v in value.__dict__.items()}
+        fields = {k: v if type(v) in _SCALARS else _copied(v) for k, v in value.__dict__.items()}
         return assemble(cls, fields, set(value.__pydantic_fields_set__))  # type: ignore[type-var]
     if isinstance(value, Enum):  # members are singletons
         return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tenxgraph.core.state.execution_state import ExecMeta, ExecutionStatus
 from tenxgraph.core.state.message import Message
@@ -25,6 +25,10 @@ def _start_meta() -> ExecMeta:
 class AgentState(BaseModel):
     """Graph state: `context` (the history, merged by `add_messages`), `context_summary` (what a
     context manager condensed) and `execution_meta` (owned by the runtime)."""
+
+    # a float field refuses NaN and infinity (JSON has no such numbers: they could not be
+    # stored); subclasses inherit this
+    model_config = ConfigDict(allow_inf_nan=False)
 
     context: Annotated[list[Message], add_messages] = Field(default_factory=list)
     context_summary: str | None = None

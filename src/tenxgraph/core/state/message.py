@@ -92,7 +92,7 @@ class Message(BaseModel):
     `delta=True` marks a partial streaming chunk; such messages are streamed, never stored.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON has no NaN
 
     message_id: str | int = Field(default_factory=generate_id)
     role: Role
