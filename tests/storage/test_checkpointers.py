@@ -21,6 +21,7 @@ from tenxgraph.core.exceptions import (
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer import BaseCheckpointer, CheckpointInfo, ThreadSnapshot
 from tenxgraph.storage.checkpointer._sql import SCHEMA_VERSION
+from tenxgraph.utils.constants import START
 from tests.storage._support import Counted, msg, save, state_with, texts_of
 from tests.storage.conftest import Backend
 
@@ -182,9 +183,13 @@ async def test_header_is_replaced_on_every_save(checkpointer: BaseCheckpointer) 
 
 
 async def test_aget_state_uses_the_bound_state_type(checkpointer: BaseCheckpointer) -> None:
-    await save(checkpointer, "t", state_with("a", count=5), None)
+    await save(checkpointer, "t", AgentState(context=[msg("a")]), None)
     plain = await checkpointer.aget_state({"thread_id": "t"})
     assert type(plain) is AgentState
+    await save(checkpointer, "t", state_with("a", count=5), 1, new=[])
+    # a header holding fields the class does not have is refused, never read without them
+    with pytest.raises(SerializationError, match="'count'"):
+        await checkpointer.aget_state({"thread_id": "t"})
     checkpointer.bind_state_type(Counted)
     bound = await checkpointer.aget_state({"thread_id": "t"})
     assert isinstance(bound, Counted)
@@ -227,7 +232,7 @@ async def test_each_load_is_a_fresh_copy(checkpointer: BaseCheckpointer) -> None
 # -- versions and history -------------------------------------------------------------------
 
 
-def stepped(count: int, step: int, node: str | None, *texts: str) -> Counted:
+def stepped(count: int, step: int, node: str, *texts: str) -> Counted:
     state = state_with(*texts, count=count)
     state.execution_meta.step = step
     state.execution_meta.current_node = node
@@ -237,7 +242,7 @@ def stepped(count: int, step: int, node: str | None, *texts: str) -> Counted:
 async def test_history_is_newest_first_with_step_status_node_and_message_count(
     checkpointer: BaseCheckpointer,
 ) -> None:
-    await save(checkpointer, "t", stepped(1, 0, None, "a"), None)
+    await save(checkpointer, "t", stepped(1, 0, START, "a"), None)
     await save(checkpointer, "t", stepped(2, 1, "agent"), 1, new=[msg("b"), msg("c")])
     done = stepped(3, 2, "tools")
     done.execution_meta.complete()
@@ -247,7 +252,7 @@ async def test_history_is_newest_first_with_step_status_node_and_message_count(
     assert [(h.version, h.step, h.node, h.message_count) for h in history] == [
         (3, 2, "tools", 3),
         (2, 1, "agent", 3),
-        (1, 0, None, 1),
+        (1, 0, START, 1),
     ]
     assert [h.status for h in history] == ["completed", "running", "running"]
     assert {h.thread_id for h in history} == {"t"}

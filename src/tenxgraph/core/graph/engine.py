@@ -63,6 +63,7 @@ from tenxgraph.core.state.execution_state import (
 from tenxgraph.core.state.message import generate_id
 from tenxgraph.core.state.reducers import all_stored
 from tenxgraph.storage.checkpointer._express import Express, current_express
+from tenxgraph.storage.checkpointer.base import valid_thread_id
 from tenxgraph.storage.checkpointer.lease import (
     Lease,
     busy_error,
@@ -116,7 +117,8 @@ class RunSettings:
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
         given = dict(config or {})
-        thread_id = str(given.get("thread_id") or uuid.uuid4())
+        found = given.get("thread_id")  # none: a new thread with a random id
+        thread_id = str(uuid.uuid4()) if found is None else valid_thread_id(found)
         run_id = str(given.get("run_id") or generate_id())
         limit = given.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:

@@ -9,16 +9,21 @@ writer that loaded version N may only write N+1 (compare-and-swap), otherwise it
 
 from __future__ import annotations
 
-import json
+import functools
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import ValidationError
-
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._codec import decode_state, encode_header, encode_message
+from tenxgraph.storage.checkpointer._storable import (
+    forbidden_character,
+    format_path,
+    message_problem,
+)
 from tenxgraph.storage.checkpointer.lease import DEFAULT_LEASE_TTL, Lease, LeaseHolder
 
 S = TypeVar("S", bound=AgentState)
@@ -53,100 +58,128 @@ def checkpoint_fields(state: AgentState) -> tuple[int, str, str | None]:
 
 
 def thread_id_of(config: dict[str, Any] | None) -> str:
-    """The `thread_id` of a run config, with a clear error when it is missing."""
+    """The `thread_id` of a config (checked by `valid_thread_id`), with a clear error when it
+    is missing."""
     thread_id = (config or {}).get("thread_id")
     if thread_id is None:
         raise ValueError("config must contain 'thread_id', e.g. config={'thread_id': 'user-42'}")
-    return str(thread_id)
+    return valid_thread_id(thread_id)
 
 
-def encode_header(state: AgentState, thread_id: str | None = None) -> str:
-    """The state without its messages, as JSON. A header is written at every step, so it is
-    kept small: `execution_meta` leaves out fields at their defaults and the thread id when it
-    is the row's own (the runtime owns that class), and an empty `context_summary` is left
-    out. `decode_state` puts them back."""
-    meta_state = state.execution_meta
-    serializer = meta_state.__pydantic_serializer__
-    if thread_id is not None and meta_state.thread_id == thread_id:
-        meta = serializer.to_json(meta_state, exclude_defaults=True, exclude=_THREAD_ID).decode()
+#: The longest thread id accepted, in characters.
+THREAD_ID_MAX_LENGTH = 255
+
+
+def valid_thread_id(thread_id: object) -> str:
+    """`thread_id` as the str every store keys threads by, or a `ValueError` saying what is
+    wrong with it. A thread id is a non-empty str of at most `THREAD_ID_MAX_LENGTH` characters
+    without control characters (U+0000-U+001F, U+007F-U+009F) or unpaired surrogates; an int
+    is taken as its decimal str (42 and "42" name the same thread). Checked before anything
+    is written or read, by every store."""
+    if type(thread_id) is str:
+        text = thread_id
+    elif isinstance(thread_id, str):
+        text = str.__str__(thread_id)
+    elif isinstance(thread_id, int) and not isinstance(thread_id, bool):
+        text = int.__repr__(thread_id)
     else:
-        meta = serializer.to_json(meta_state, exclude_defaults=True).decode()
-        if meta_state.thread_id is None:  # say so: an absent id means "the row's"
-            meta = meta[:-1] + ("," if meta != "{}" else "") + '"thread_id":null}'
-    if state.context_summary is None:
-        if not (_has_own_fields(type(state)) or state.__pydantic_extra__):
-            # the plain AgentState: nothing else to write
-            return '{"execution_meta":' + meta + "}"
-        skip = _NO_SUMMARY
-    else:
-        skip = _RUNTIME
-    rest = state.model_dump_json(exclude=skip)
-    if rest == "{}":
-        return '{"execution_meta":' + meta + "}"
-    return rest[:-1] + ',"execution_meta":' + meta + "}"
-
-
-# field names left out of a header (sets, as pydantic takes them; never changed)
-_THREAD_ID = {"thread_id"}
-_RUNTIME = {"context", "execution_meta"}
-_NO_SUMMARY = {"context", "execution_meta", "context_summary"}
-_OWN_FIELDS: dict[type[AgentState], bool] = {}
-
-
-def _has_own_fields(state_type: type[AgentState]) -> bool:
-    """Whether a state class has fields of its own besides the runtime's three."""
-    found = _OWN_FIELDS.get(state_type)
-    if found is None:
-        found = _OWN_FIELDS[state_type] = not _NO_SUMMARY.issuperset(state_type.model_fields)
-    return found
-
-
-def encode_message(message: Message) -> str:
-    return message.model_dump_json()
-
-
-def decode_state(
-    state_type: type[S], thread_id: str, header: str | bytes, messages: Sequence[str | bytes]
-) -> S:
-    """Rebuild a state from a stored header and message log, validating every field.
-
-    Only JSON of the bound state class is accepted; anything that does not validate raises
-    `SerializationError` naming the thread and the field.
-    """
-
-    def text(raw: str | bytes) -> str:
-        return raw.decode() if isinstance(raw, bytes) else raw
-
-    header_text = text(header).strip()
-    if not header_text.startswith("{"):
-        raise SerializationError(
-            f"Thread {thread_id!r}: the stored state header is not a JSON object",
-            context={"thread_id": thread_id, "field": None},
+        raise ValueError(
+            f"thread_id must be a str (or an int), not {type(thread_id).__name__} "
+            f"{thread_id!r:.60}; e.g. config={{'thread_id': 'user-42'}}"
         )
-    body = header_text[1:].strip()
-    document = '{"context":[' + ",".join(map(text, messages)) + "]" + ("," if body != "}" else "")
-    try:
-        state = state_type.model_validate_json(document + body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        raise SerializationError(
-            f"Thread {thread_id!r}: stored data does not fit {state_type.__name__}: "
-            f"field {field!r}: {first['msg']}",
-            context={"thread_id": thread_id, "field": field},
-        ) from exc
-    except json.JSONDecodeError as exc:  # pragma: no cover - pydantic reports JSON errors itself
-        raise SerializationError(f"Thread {thread_id!r}: stored data is not JSON") from exc
-    stored_meta = json.loads(header_text).get("execution_meta")
-    if isinstance(stored_meta, dict) and "thread_id" not in stored_meta:
-        state.execution_meta.thread_id = thread_id
-    if len(state.context) != len(messages):  # a row holding no message, or several
-        raise SerializationError(
-            f"Thread {thread_id!r}: {len(messages)} stored message rows decoded into "
-            f"{len(state.context)} messages; a row is corrupt",
-            context={"thread_id": thread_id, "field": "context"},
+    if not text:
+        raise ValueError(
+            "thread_id must not be empty; pass an id such as 'user-42' (a run whose config has "
+            "no thread_id starts a new thread with a random id)"
         )
-    return state
+    if len(text) > THREAD_ID_MAX_LENGTH:
+        raise ValueError(
+            f"thread_id is {len(text):,} characters long; the limit is {THREAD_ID_MAX_LENGTH} "
+            f"(it starts {text[:40]!r}); use a shorter id, e.g. a hash of this one"
+        )
+    if not text.isprintable():
+        reason = forbidden_character(text)
+        if reason is not None:
+            raise ValueError(f"thread_id {text!r:.80} is not valid: {reason}")
+    return text
+
+
+def check_messages(thread_id: str, messages: Iterable[Message]) -> None:
+    """Refuse, before anything is written, a message whose stored JSON would not read back
+    equal (`SerializationError` naming the message and the field). Walks each message's
+    loosely typed slots (metadata, raw, tool arguments and outputs) and checks its floats."""
+    for message in messages:
+        problem = message_problem(message) if isinstance(message, Message) else None
+        if problem is not None:
+            field = format_path(problem.path)
+            raise SerializationError(
+                f"Thread {thread_id!r}: cannot store message {message.message_id!r}: field "
+                f"{field!r}: {problem.reason}. Nothing was written.",
+                context={"thread_id": thread_id, "message_id": message.message_id, "field": field},
+            )
+
+
+# The methods of a store that take a thread id first; `__init_subclass__` wraps each one a
+# store defines so that the id is checked (and, for `asave`, the new messages) before the
+# store's own code runs.
+_THREAD_METHODS = frozenset(
+    {
+        "aversion",
+        "aload",
+        "asave",
+        "ahistory",
+        "adelete_thread",
+        "aput_tool_result",
+        "aget_tool_result",
+        "arequest_stop",
+        "ais_stop_requested",
+        "aclear_stop_request",
+        "arenew_lease",
+        "arelease_lease",
+        "alease_holder",
+    }
+)
+_CHECKED: set[Callable[..., Any]] = set()
+
+
+def _checked(method: Callable[..., Awaitable[Any]], saves: bool) -> Callable[..., Any]:
+    """`method`, checking its thread id (and for `asave` the new messages) first. A plain
+    function returning the method's coroutine, not a coroutine of its own: no extra frame on
+    every call; a bad id raises when the method is called."""
+
+    @functools.wraps(method)
+    def checked(self: BaseCheckpointer, thread_id: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (
+            type(thread_id) is str
+            and 0 < len(thread_id) <= THREAD_ID_MAX_LENGTH
+            and thread_id.isprintable()
+        ):  # the usual id passes the line above; anything else is checked in full
+            thread_id = valid_thread_id(thread_id)
+        return method(self, thread_id, *args, **kwargs)
+
+    @functools.wraps(method)
+    def checked_save(self: BaseCheckpointer, thread_id: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (
+            type(thread_id) is str
+            and 0 < len(thread_id) <= THREAD_ID_MAX_LENGTH
+            and thread_id.isprintable()
+        ):
+            thread_id = valid_thread_id(thread_id)
+        for message in kwargs.get("new_messages", ()):
+            if message_problem(message) is not None:
+                check_messages(thread_id, [message])  # raises, naming the field
+        return method(self, thread_id, *args, **kwargs)
+
+    marked: Callable[..., Any] = _as_coroutine_function(checked_save if saves else checked)
+    _CHECKED.add(marked)
+    return marked
+
+
+def _as_coroutine_function(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function`, marked so that `inspect.iscoroutinefunction` sees what it returns
+    (Python 3.12+; 3.11 has no such mark)."""
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    return function if mark is None else mark(function)
 
 
 class BaseCheckpointer(ABC):
@@ -157,6 +190,16 @@ class BaseCheckpointer(ABC):
     #: seconds a run's lease lasts past its last save or heartbeat (built-in stores take it as
     #: `lease_ttl=`): how long a thread stays blocked after its owner's process died
     lease_ttl: float = DEFAULT_LEASE_TTL
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A store's methods that take a thread id check it first (`valid_thread_id`), and its
+        `asave` checks the new messages (`check_messages`), before the store's own code runs:
+        a bad id or value is refused the same way by every store, before anything is written."""
+        super().__init_subclass__(**kwargs)
+        for name in _THREAD_METHODS.intersection(vars(cls)):
+            method = vars(cls)[name]
+            if callable(method) and method not in _CHECKED:
+                setattr(cls, name, _checked(method, saves=name == "asave"))
 
     def __init__(self) -> None:
         self.state_type: type[AgentState] = AgentState
@@ -276,12 +319,15 @@ class BaseCheckpointer(ABC):
 
 
 __all__ = [
+    "THREAD_ID_MAX_LENGTH",
     "BaseCheckpointer",
     "CheckpointInfo",
     "ThreadSnapshot",
+    "check_messages",
     "checkpoint_fields",
     "decode_state",
     "encode_header",
     "encode_message",
     "thread_id_of",
+    "valid_thread_id",
 ]
