@@ -20,6 +20,8 @@ from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, ExecutionState, Message
 from tenxgraph.core.state._depth import MAX_DEPTH
 from tenxgraph.storage.checkpointer._storable import (
+    OWN_FIELDS,
+    SHALLOW_JSON,
     Problem,
     format_path,
     header_problem,
@@ -44,14 +46,24 @@ def encode_header(state: AgentState, thread_id: str | None = None) -> str:
     `execution_meta` leaves out fields at their defaults and the thread id when it is the
     row's own (the runtime owns that class), and an empty `context_summary` is left out.
     `decode_state` puts them back."""
-    names = own_fields(type(state))
+    names = OWN_FIELDS.get(type(state))
+    if names is None:
+        names = own_fields(type(state))
     try:
         header = _header_text(state, thread_id, names)
     except PydanticSerializationError as exc:
         raise refused(thread_id, state, unwritable_problem(state, exc, _HISTORY)) from exc
-    problem = header_problem(state, header, names)
-    if problem is not None:
-        raise refused(thread_id, state, problem)
+    meta = state.execution_meta.__dict__
+    if (
+        names
+        or state.__pydantic_extra__
+        or meta["internal_data"]
+        or meta["interrupt_data"]
+        or len(header) > SHALLOW_JSON
+    ):  # else a plain state with nothing loosely typed in it: nothing to check
+        problem = header_problem(state, header, names)
+        if problem is not None:
+            raise refused(thread_id, state, problem)
     return header
 
 
