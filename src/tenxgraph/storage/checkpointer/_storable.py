@@ -51,7 +51,7 @@ _BLOCK_LOOSE: dict[type[BaseModel], str] = {
     ToolResultBlock: "output",
     ErrorBlock: "data",
 }
-MESSAGE_FIELDS = frozenset(
+_MESSAGE_FIELDS = frozenset(
     {
         "message_id",
         "role",
@@ -66,7 +66,7 @@ MESSAGE_FIELDS = frozenset(
         "parsed_content",
     }
 )
-assert set(Message.model_fields) == MESSAGE_FIELDS, "Message changed: update message_problem"
+assert set(Message.model_fields) == _MESSAGE_FIELDS, "Message changed: update message_problem"
 
 
 def message_problem(message: Message) -> Problem | None:
@@ -203,8 +203,9 @@ def depth_problem(model: BaseModel, skip: frozenset[str] = frozenset({"context"}
 def unwritable_problem(model: BaseModel, exc: Exception, skip: frozenset[str]) -> Problem:
     """What made pydantic fail to write `model` as JSON (too deep, an unknown type, a str that
     is not valid UTF-8): the field, found by writing the fields one at a time."""
-    if "depth" in str(exc):
-        return depth_problem(model, skip)
+    deep = depth_problem(model, skip)
+    if deep.path:
+        return deep
     serializer = type(model).__pydantic_serializer__
     for name in model.__dict__:
         if name in skip:

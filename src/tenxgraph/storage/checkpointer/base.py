@@ -5,6 +5,10 @@ append-only *message log*. Each save adds the messages of one step and replaces 
 its cost depends on what changed, never on the length of the history. Saves are versioned: a
 writer that loaded version N may only write N+1 (compare-and-swap), otherwise it gets
 `StaleStateError` and nothing is written.
+
+Every store checks what it is given before it writes or reads anything: the thread id
+(`valid_thread_id`), and that what a save writes reads back equal (`_codec`, `_storable`):
+otherwise `ValueError` or `SerializationError`, naming the field, and nothing is written.
 """
 
 from __future__ import annotations
