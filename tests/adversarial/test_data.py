@@ -20,7 +20,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 
@@ -565,6 +565,7 @@ async def test_what_a_store_accepts_reads_back_equal_and_what_it_refuses_changes
             thread, expected_version=1, state=candidate, new_messages=[message]
         )
     except SerializationError:
+        event("refused")
         assert await checkpointer.aversion(thread) == 1
         snapshot = await checkpointer.aload(thread, Data)
         assert snapshot is not None
@@ -578,6 +579,7 @@ async def test_what_a_store_accepts_reads_back_equal_and_what_it_refuses_changes
         assert snapshot is not None
         assert snapshot.state == after
     else:
+        event("accepted")
         snapshot = await checkpointer.aload(thread, Data)
         assert snapshot is not None
         assert snapshot.state == candidate
