@@ -19,6 +19,7 @@ from tenxgraph.cli._console import (
     EXIT_NO_KEY,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     CliError,
     Console,
 )
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     console = Console.detect()
+    problem = _bad_thread(args)
+    if problem is not None:  # before anything is opened or written
+        console.err.write(f"tenxgraph: error: {problem}\n")
+        return EXIT_USAGE
     module_name, _, function_name = str(args.handler).partition(":")
     try:
         module = importlib.import_module(f"tenxgraph.cli.{module_name}")
@@ -57,6 +62,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.err.write(f"tenxgraph: error: {message}\n")
         console.err.flush()
         return code
+
+
+def _bad_thread(args: argparse.Namespace) -> str | None:
+    """What is wrong with `--thread`/THREAD, in one line, or None (the rules of every store:
+    non-empty, at most 255 characters, no control characters)."""
+    thread = getattr(args, "thread", None)
+    if thread is None:
+        return None
+    from tenxgraph.storage.checkpointer.base import valid_thread_id
+
+    try:
+        valid_thread_id(thread)
+    except ValueError as exc:
+        return one_line(str(exc))
+    return None
 
 
 def describe(exc: BaseException) -> tuple[int, str]:

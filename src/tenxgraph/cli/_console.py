@@ -4,6 +4,7 @@ a terminal), where threads are kept, and the API-key check for real models."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,26 @@ def db_path(given: str | None) -> Path:
 
 
 def existing_db(given: str | None) -> Path:
-    """`db_path`, which must exist already (reading threads never creates a database)."""
+    """`db_path`, which must be a tenxgraph database already: reading threads never creates
+    one, nor adds tenxgraph's tables to another program's SQLite file."""
     path = db_path(given)
     if not path.is_file():
         raise CliError(f"No database at {path} (pass --db PATH)", EXIT_NOT_FOUND)
+    try:
+        conn = sqlite3.connect(path)  # only read from: nothing is written
+        try:
+            ours = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tx_schema_version'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise CliError(f"{path} is not a SQLite database ({exc}); pass --db PATH") from exc
+    if ours is None:
+        raise CliError(
+            f"{path} is not a tenxgraph database (it has no tenxgraph tables); pass --db PATH",
+            EXIT_NOT_FOUND,
+        )
     return path
 
 

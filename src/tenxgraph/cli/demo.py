@@ -42,7 +42,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if model is not None:
         require_key(model, offline="leave out --model to run the demo offline")
     db = demo_db(args.db)
-    thread = args.thread or f"demo-{uuid.uuid4().hex[:8]}"
+    thread = args.thread if args.thread is not None else f"demo-{uuid.uuid4().hex[:8]}"
     return asyncio.run(_demo(console, model, db, thread, bool(args.yes)))
 
 

@@ -39,7 +39,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
         )
     if not answering and args.input is None:
         raise CliError("run needs --input TEXT (or --resume ANSWER --thread ID)", EXIT_USAGE)
-    if answering and not args.thread:
+    if answering and args.thread is None:
         raise CliError("--resume and --continue need --thread ID: the paused thread", EXIT_USAGE)
     text = sys.stdin.read() if args.input == "-" else args.input
     return asyncio.run(_run(args, console, text))
@@ -63,7 +63,7 @@ def _app(args: argparse.Namespace) -> CompiledGraph:
 
 async def _run(args: argparse.Namespace, console: Console, text: str | None) -> int:
     app = _app(args)
-    thread = args.thread or f"run-{uuid.uuid4().hex[:8]}"
+    thread = args.thread if args.thread is not None else f"run-{uuid.uuid4().hex[:8]}"
     config = {"thread_id": thread}
     where = _where(app)
     try:
