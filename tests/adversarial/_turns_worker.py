@@ -77,7 +77,7 @@ async def main(
     if strategy != "reject":
         config["multitask_strategy"] = strategy
     deadline = time.monotonic() + 60
-    while not Path(go).exists():  # start together with the other worker
+    while not Path(go).exists():  # noqa: ASYNC240 - start together with the other worker
         if time.monotonic() > deadline:
             raise SystemExit("the go file never appeared")
         await asyncio.sleep(0.005)

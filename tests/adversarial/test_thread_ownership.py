@@ -332,8 +332,10 @@ async def test_a_lease_of_a_dead_process_on_this_machine_is_taken_at_once(
     app = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
     await app.ainvoke(user("one"), config)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
-                          capture_output=True, text=True)  # fmt: skip
+    dead = subprocess.run(  # noqa: ASYNC221 - a process that has ended by the next line
+        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
+        text=True,
+    )  # fmt: skip
     owner = new_owner("crashed").replace(f":{os.getpid()}:", f":{int(dead.stdout)}:")
     await take_lease(checkpointer, owner, ttl=600)
     await app.ainvoke(user("two"), config)  # no waiting for ten minutes
@@ -478,7 +480,9 @@ def test_the_callers_own_config_keys_reach_the_nodes() -> None:
 # -- a failed run does not brick its thread ------------------------------------------------------
 
 
-async def test_new_input_after_a_failed_run_starts_a_new_turn(checkpointer: BaseCheckpointer) -> None:
+async def test_new_input_after_a_failed_run_starts_a_new_turn(
+    checkpointer: BaseCheckpointer,
+) -> None:
     """A step that always fails on what the thread holds must not make every later message
     retry it: a new message starts a new turn from the first node."""
     turns: list[str] = []

@@ -518,3 +518,65 @@ async def test_tool_node_can_require_approval_by_name(backend: Backend) -> None:
     assert ran == []
     await invoke(app(reopened(backend)), {"resume": "approve"}, config)
     assert ran == [3]
+
+
+# -- call ids a hostile model sends -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call_id",
+    ["c\x001", "c\n\x1b[2J", "c" * 10_000],
+    ids=["nul", "control", "10k-chars"],
+)
+async def test_a_hostile_call_id_runs_its_tool_once_and_replays_from_the_ledger(
+    backend: Backend, call_id: str
+) -> None:
+    """The ledger keys calls by their ids; ids no store can keep as they are (PostgreSQL text
+    refuses NUL) must neither fail the step nor break the replay after a pause."""
+    ran: list[str] = []
+
+    def look(order_id: int) -> str:
+        """Look an order up."""
+        ran.append("look")
+        return f"order {order_id}"
+
+    @tool(requires_approval=True)
+    def refund(order_id: int) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    graph = StateGraph()
+    graph.add_node("tools", ToolNode([look, refund]))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile(checkpointer=backend.store)
+    config = thread()
+    ask = asking(
+        ToolCallBlock(id=call_id, name="look", args={"order_id": 7}),
+        ToolCallBlock(id="r1", name="refund", args={"order_id": 7}),
+    )
+    paused = await invoke(app, {"messages": [Message.text_message("go"), ask]}, config)
+    assert paused["interrupt"]["reason"] == "tool_approval"
+    done = await invoke(app, {"resume": "approve"}, config)  # look is replayed, not re-run
+    assert ran == ["look"]
+    answers = results(done["messages"])
+    assert answers[call_id].output == "order 7"
+    assert answers["r1"].output == "refunded 7"
+
+
+async def test_a_call_id_with_a_lone_surrogate_is_refused_by_name_and_nothing_is_written(
+    backend: Backend,
+) -> None:
+    from tenxgraph.core.exceptions import SerializationError
+
+    def x() -> str:
+        """X."""
+        return "x"
+
+    app = tools_only(x, backend.store)
+    config = thread()
+    ask = asking(ToolCallBlock(id="c\udcff", name="x", args={}))
+    with pytest.raises(SerializationError, match="lone surrogate") as refused:
+        await invoke(app, {"messages": [Message.text_message("go"), ask]}, config)
+    assert "content" in str(refused.value.context["field"])
+    assert await app.aget_state(config) is None

@@ -24,13 +24,28 @@ class ToolLedger:
         self.thread_id = thread_id
 
     async def get(self, message_id: str | int, call_id: str) -> dict[str, Any] | None:
-        return await self._checkpointer.aget_tool_result(self.thread_id, str(message_id), call_id)
+        return await self._checkpointer.aget_tool_result(
+            self.thread_id, ledger_key(str(message_id)), ledger_key(call_id)
+        )
 
     async def put(self, message_id: str | int, call_id: str, record: dict[str, Any]) -> bool:
         """Record a result; False if the call already had one (the first record wins)."""
         return await self._checkpointer.aput_tool_result(
-            self.thread_id, str(message_id), call_id, record
+            self.thread_id, ledger_key(str(message_id)), ledger_key(call_id), record
         )
+
+
+def ledger_key(text: str) -> str:
+    """An id as the ledger stores it: as it is when every store can keep it, else a digest.
+    Call ids come from the model: one with a NUL byte (which PostgreSQL text refuses), other
+    control characters, lone surrogates or an absurd length must not fail the tool step."""
+    if len(text) <= _PLAIN_KEY_LENGTH and text.isprintable():
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"sha256:{digest}"
+
+
+_PLAIN_KEY_LENGTH = 200
 
 
 def idempotency_key(thread_id: str, message_id: str | int | None, call_id: str) -> str:
@@ -45,4 +60,4 @@ def idempotency_key(thread_id: str, message_id: str | int | None, call_id: str) 
     return f"tx_{digest[:32]}"
 
 
-__all__ = ["ToolLedger", "idempotency_key"]
+__all__ = ["ToolLedger", "idempotency_key", "ledger_key"]

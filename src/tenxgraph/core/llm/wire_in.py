@@ -284,12 +284,19 @@ def parse_arguments(arguments: str | None) -> tuple[dict[str, Any], str | None]:
     if not arguments or not arguments.strip():
         return {}, None
     try:
-        value = json.loads(arguments)
+        value = json.loads(arguments, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos}): {arguments}"
+    except (ValueError, RecursionError) as exc:  # NaN/Infinity, absurd nesting or numbers
+        return {}, f"arguments are not valid JSON ({exc or type(exc).__name__}): {arguments:.200}"
     if not isinstance(value, dict):
         return {}, f"arguments must be a JSON object, got {type(value).__name__}: {arguments}"
     return value, None
+
+
+def _no_constant(name: str) -> Any:
+    """JSON has no NaN or Infinity (Python's json reads them; nothing could store them)."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _as_dict(value: Any) -> dict[str, Any] | None:

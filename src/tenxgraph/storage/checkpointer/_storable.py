@@ -213,6 +213,8 @@ def unwritable_problem(model: BaseModel, exc: Exception, skip: frozenset[str]) -
         try:
             serializer.to_json(model, include={name})
         except ValueError as failed:
+            if "surrogate" in str(failed):  # before the guess below, which would blame types
+                return Problem([name], "it holds a lone surrogate, text that is not Unicode")
             inner = plain_problem(model.__dict__[name], 2)
             if inner is not None:
                 return inner.inside(name)
