@@ -7,6 +7,22 @@ PostgreSQL only, for tests that reach into stored rows.
 
 from __future__ import annotations
 
+import pytest
+
+from tenxgraph.core.llm import retry
 from tests.storage.conftest import backend, checkpointer, sql_backend
 
-__all__ = ["backend", "checkpointer", "sql_backend"]
+__all__ = ["backend", "checkpointer", "slept", "sql_backend"]
+
+
+@pytest.fixture(autouse=True)
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The delays model retries asked for, recorded instead of waited: no test here sleeps."""
+    delays: list[float] = []
+
+    async def record(seconds: float) -> None:
+        delays.append(seconds)
+
+    monkeypatch.setattr(retry, "sleep", record)
+    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
+    return delays

@@ -107,19 +107,6 @@ async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
         into.append(piece)
 
 
-@pytest.fixture(autouse=True)
-def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The delays the retry loop asked for, recorded instead of waited: no test here sleeps."""
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(retry, "sleep", record)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
-    return delays
-
-
 # == 1. hostile stored rows ===================================================================
 
 

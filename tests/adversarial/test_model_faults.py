@@ -38,17 +38,6 @@ OPENAI_URL = "https://api.openai.com/v1/chat/completions"
 KEY = "sk-test-model-faults-0123456789"
 
 
-@pytest.fixture(autouse=True)
-def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Model retries never sleep."""
-
-    async def skip(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(retry, "sleep", skip)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
-
-
 def thread() -> dict[str, Any]:
     return {"thread_id": f"faults-{uuid.uuid4().hex}"}
 

@@ -34,7 +34,6 @@ import respx
 from tenxgraph.cli import main as cli_main
 from tenxgraph.core.exceptions import GraphError, ModelError
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
-from tenxgraph.core.llm import retry
 from tenxgraph.core.state import Message
 from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
@@ -169,17 +168,6 @@ def echo(keys: tuple[str, ...], status: int) -> httpx.Response:
     }
     headers = {"www-authenticate": f'Bearer error="invalid_token", key="{keys[0]}"'}
     return httpx.Response(status, json=body, headers=headers)
-
-
-@pytest.fixture(autouse=True)
-def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Model retries record nothing and never sleep."""
-
-    async def skip(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(retry, "sleep", skip)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
 
 
 @pytest.fixture

@@ -363,6 +363,21 @@ async def test_a_long_step_keeps_its_lease_alive(checkpointer: BaseCheckpointer)
     assert await stored_texts(checkpointer) == ["one", "done"]
 
 
+async def test_a_node_timeout_shorter_than_the_heartbeat_still_fires_on_time(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    """The run's one timer serves both the lease heartbeat (every 10 s here) and the node's
+    deadline: a node deadline before the next beat is not left waiting for it."""
+
+    async def stuck(state: AgentState) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    app = app_of(checkpointer, stuck)
+    with pytest.raises(exceptions.NodeTimeoutError):
+        await asyncio.wait_for(app.ainvoke(user("x"), {"thread_id": "t", "node_timeout": 0.05}), 5)
+
+
 async def test_a_run_whose_lease_was_taken_over_writes_nothing(backend: Backend) -> None:
     store = backend.store
     gate = Gate()

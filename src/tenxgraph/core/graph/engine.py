@@ -196,7 +196,6 @@ class Run:
         )
         self.holding = False
         self.lease_lost = False
-        self._heartbeat: asyncio.TimerHandle | None = None
         self._renewal: asyncio.Task[None] | None = None
 
     # -- stopping --------------------------------------------------------------------------
@@ -1029,13 +1028,13 @@ class Run:
 
     def _start_heartbeat(self) -> None:
         """Renew the lease every third of its life while the run works (a long node or tool
-        must not let it expire); a run that ends sooner never renews."""
-        if self.lease is not None and self.loop is not None:
-            self._heartbeat = self.loop.call_later(self.lease.ttl / 3, self._beat)
+        must not let it expire), on the run's one timer; a run that ends sooner never does."""
+        if self.lease is not None:
+            self.guard.keep_alive(self.lease.ttl / 3, self._beat)
 
     def _beat(self) -> None:
-        self._heartbeat = None
-        self._renewal = asyncio.ensure_future(self._renew())
+        if self._renewal is None or self._renewal.done():  # one renewal at a time
+            self._renewal = asyncio.ensure_future(self._renew())
 
     async def _renew(self) -> None:
         checkpointer, lease = self.app.checkpointer, self.lease
@@ -1045,16 +1044,12 @@ class Run:
             kept = await checkpointer.arenew_lease(self.settings.thread_id, lease)
         except Exception:  # storage hiccup: try again at the next beat; a save would tell
             kept = True
-        if not kept and self.holding:  # expired and taken over: this run must stop now
+        if not kept and self.holding:  # taken over by another run: this one must stop now
             self.lease_lost = True
             self.request_stop()
-        elif self.holding:
-            self._start_heartbeat()
 
     def _stop_heartbeat(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        self.guard.stop_beating()
         if self._renewal is not None and not self._renewal.done():
             self._renewal.cancel()
 

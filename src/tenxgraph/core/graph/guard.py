@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from tenxgraph.core.exceptions import GraphError, NodeError, NodeTimeoutError
@@ -14,10 +15,21 @@ class Guard:
     while that task is inside node code (`armed`); otherwise the next check raises.
 
     One timer serves the whole run: a node's start only moves the deadline, and a timer that
-    fires before the running node's deadline sets itself again for it. So a run of many steps
-    schedules one timer, not one per node; `close` cancels it when the run ends."""
+    fires before the running node's deadline sets itself again for it. The same timer beats
+    for the run's lease (`keep_alive`). So a run of many steps schedules one timer, not one per
+    node or per purpose; `close` cancels it when the run ends."""
 
-    __slots__ = ("armed", "deadline", "handle", "stopping", "task", "timed_out")
+    __slots__ = (
+        "armed",
+        "beat",
+        "beat_at",
+        "beat_every",
+        "deadline",
+        "handle",
+        "stopping",
+        "task",
+        "timed_out",
+    )
 
     def __init__(self) -> None:
         self.armed = False
@@ -26,6 +38,9 @@ class Guard:
         self.task: asyncio.Task[Any] | None = None
         self.handle: asyncio.TimerHandle | None = None
         self.deadline: float | None = None  # of the running node; None between nodes
+        self.beat: Callable[[], None] | None = None
+        self.beat_every = 0.0
+        self.beat_at: float | None = None  # when `beat` is due next; None: not beating
 
     def start(self, timeout: float | None) -> None:
         """A node starts, with `timeout` seconds to finish (None: no limit)."""
@@ -33,22 +48,43 @@ class Guard:
         if timeout is None:
             return
         loop = asyncio.get_running_loop()
-        self.deadline = loop.time() + timeout
-        if self.handle is None:  # else an earlier node's timer fires first and moves on
-            self.handle = loop.call_at(self.deadline, self._expire)
+        deadline = self.deadline = loop.time() + timeout
+        handle = self.handle
+        if handle is None or handle.when() > deadline:  # else it fires first and moves on
+            if handle is not None:  # a beat due after this node's deadline
+                handle.cancel()
+            self.handle = loop.call_at(deadline, self._expire)
+
+    def keep_alive(self, every: float, beat: Callable[[], None]) -> None:
+        """Call `beat` every `every` seconds until `stop_beating` or `close`."""
+        loop = asyncio.get_running_loop()
+        self.beat, self.beat_every = beat, every
+        self.beat_at = loop.time() + every
+        if self.handle is None:
+            self.handle = loop.call_at(self.beat_at, self._expire)
+
+    def stop_beating(self) -> None:
+        # a timer already set finds nothing due and moves on; dropping `beat` (a bound method
+        # of the run) breaks the cycle run -> guard -> run, so the run is freed at once
+        self.beat_at = self.beat = None
 
     def _expire(self) -> None:
         self.handle = None
-        deadline = self.deadline
-        if deadline is None:  # no node running: the next one sets a timer of its own
-            return
         loop = asyncio.get_running_loop()
-        if loop.time() < deadline:  # set by an earlier node: wait for this one's deadline
-            self.handle = loop.call_at(deadline, self._expire)
-            return
-        self.timed_out = True
-        if self.armed and self.task is not None:
-            self.task.cancel()
+        now = loop.time()
+        beat_at = self.beat_at
+        if beat_at is not None and now >= beat_at and self.beat is not None:
+            beat_at = self.beat_at = now + self.beat_every
+            self.beat()
+        deadline = self.deadline  # None: no node running; the next one moves it
+        if deadline is not None and now >= deadline:
+            deadline = None
+            self.timed_out = True
+            if self.armed and self.task is not None:
+                self.task.cancel()
+        due = [t for t in (deadline, beat_at) if t is not None]
+        if due:  # the next thing to happen: a node's deadline or a beat
+            self.handle = loop.call_at(min(due), self._expire)
 
     def stop(self) -> None:
         self.stopping = True
@@ -63,6 +99,7 @@ class Guard:
     def close(self) -> None:
         """The run is over."""
         self.disarm()
+        self.stop_beating()
         if self.handle is not None:
             self.handle.cancel()
             self.handle = None

@@ -7,7 +7,6 @@ not (run budgets), is refused: silently ignoring `max_tool_calls=3` would run 50
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 #: what a run does when another run holds its thread (the names of LangGraph's server)
@@ -84,6 +83,8 @@ def _problem(key: str) -> str | None:
             "is not supported: tenxgraph has no such run limit, so it would be silently "
             "ignored (the recursion limit is config['recursion_limit'])"
         )
+    import difflib  # only for a key tenxgraph does not know
+
     close = difflib.get_close_matches(key, KNOWN_CONFIG_KEYS, n=1, cutoff=0.8)
     if close:
         return f"is not a key tenxgraph reads; did you mean {close[0]!r}?"
