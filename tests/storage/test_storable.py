@@ -266,3 +266,55 @@ def test_a_state_with_extra_fields_reads_unknown_header_keys_as_extras_but_never
     assert state.__pydantic_extra__ == {"note": 1}
     with pytest.raises(SerializationError, match="key 'context'"):
         decode_state(Loose, "t", '{"context":[],"execution_meta":{"current_node":"x"}}', [])
+
+
+# -- the header's fast path: plain values of plain types are not read back ----------------------
+
+
+class Plain(AgentState):
+    count: int = 0
+    name: str = ""
+    ratio: float = 0.5
+    flag: bool = False
+    maybe: int | None = None
+    mode: typing.Literal["a", "b"] = "a"
+    tags: typing.Annotated[list[str], lambda left, right: [*left, *right]] = Field(
+        default_factory=list
+    )
+    scores: dict[str, int] = Field(default_factory=dict)
+
+
+class WithAny(AgentState):
+    count: int = 0
+    data: Any = None
+
+
+def test_plain_fields_have_exact_checks_and_loose_ones_none() -> None:
+    from tenxgraph.storage.checkpointer._storable import exact_checks, own_fields
+
+    checks = exact_checks(Plain, own_fields(Plain))
+    assert checks is not None
+    assert [name for name, _ in checks] == list(own_fields(Plain))
+    assert exact_checks(WithAny, own_fields(WithAny)) is None  # an Any field is always read back
+
+
+def test_a_plain_state_is_not_read_back_but_a_value_that_does_not_fit_its_type_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path looks at the values too: a reducer's output is not validated, so a
+    float in an int field still goes through the read-back (and is refused)."""
+    state = Plain(count=3, tags=["x"], scores={"a": 1}, maybe=None)
+    read_back: list[str] = []
+    original = Plain.model_validate_json
+
+    def counting(text: str | bytes, **kwargs: Any) -> Any:
+        read_back.append("header")
+        return original(text, **kwargs)
+
+    monkeypatch.setattr(Plain, "model_validate_json", counting)
+    encode_header(state, "t")
+    assert read_back == []  # nothing to read back: every value is exactly its declared type
+    state.__dict__["count"] = 2.5  # as an unvalidated reducer could leave it
+    with pytest.raises(SerializationError, match="'count'"):
+        encode_header(state, "t")
+    assert read_back == ["header"]

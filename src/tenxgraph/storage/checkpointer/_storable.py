@@ -13,8 +13,11 @@ its float fields checked, nothing else.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any
+from collections.abc import Callable
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -175,6 +178,11 @@ def header_problem(state: AgentState, header: str, names: tuple[str, ...]) -> Pr
     extra = state.__pydantic_extra__
     if not names and not extra:
         return None
+    if not extra:
+        checks = exact_checks(type(state), names)
+        fields = state.__dict__
+        if checks is not None and all(check(fields[name]) for name, check in checks):
+            return None  # plain values of their declared plain types: nothing to read back
     try:
         back = type(state).model_validate_json(header)
     except ValidationError as exc:
@@ -185,6 +193,65 @@ def header_problem(state: AgentState, header: str, names: tuple[str, ...]) -> Pr
             return difference_problem(fields[name], back_fields[name]).inside(name)
     if extra and not same(extra, back.__pydantic_extra__):
         return difference_problem(extra, back.__pydantic_extra__ or {})
+    return None
+
+
+# -- the fast path of a header: values that cannot read back different ---------------------------
+
+Check = Callable[[Any], bool]
+EXACT_CHECKS: dict[type[AgentState], tuple[tuple[str, Check], ...] | None] = {}
+
+
+def exact_checks(
+    state_type: type[AgentState], names: tuple[str, ...]
+) -> tuple[tuple[str, Check], ...] | None:
+    """Per own field, a check that its value surely reads back equal (an int in an `int` field,
+    a list of str in a `list[str]` one, ...), or None when a field's type has no such check:
+    then the header is read back. The checks look at the values, not only the annotations,
+    because a reducer's output is not validated."""
+    if state_type not in EXACT_CHECKS:
+        checks = []
+        for name in names:
+            check = _exact_check(state_type.model_fields[name].annotation)
+            if check is None:
+                EXACT_CHECKS[state_type] = None
+                break
+            checks.append((name, check))
+        else:
+            EXACT_CHECKS[state_type] = tuple(checks)
+    return EXACT_CHECKS[state_type]
+
+
+def _exact_check(annotation: Any) -> Check | None:
+    if annotation in (int, str, bool):
+        kind: type = annotation
+        return lambda value: type(value) is kind
+    if annotation is float:
+        return lambda value: type(value) is float and math.isfinite(value)
+    if annotation is type(None):
+        return lambda value: value is None
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal and all(type(a) in (int, str, bool) for a in args):
+        return lambda value: type(value) in (int, str, bool) and value in args
+    if origin in (Union, UnionType):
+        found = [_exact_check(arg) for arg in args]
+        parts = [part for part in found if part is not None]
+        if len(parts) != len(found):
+            return None
+        return lambda value: any(part(value) for part in parts)
+    item = _exact_check(args[-1]) if args else None
+    if item is None:
+        return None
+    if origin is list and len(args) == 1:
+        return lambda value: type(value) is list and all(item(x) for x in value)
+    if origin is dict and len(args) == 2 and args[0] is str:
+
+        def items_exact(value: Any) -> bool:
+            if type(value) is not dict:
+                return False
+            return all(type(key) is str and item(x) for key, x in value.items())
+
+        return items_exact
     return None
 
 
