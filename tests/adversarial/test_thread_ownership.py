@@ -324,6 +324,33 @@ async def test_a_dead_owners_lease_expires_and_the_thread_continues(
     assert await stored_texts(checkpointer) == ["one", answer_to("one"), "two", answer_to("two")]
 
 
+async def test_after_a_crashed_owners_lease_expires_none_continues_its_unfinished_run(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    gate = Gate()
+    finished: list[str] = []
+
+    async def second(state: AgentState) -> str:
+        finished.append("second")
+        return "second step"
+
+    app = app_of(checkpointer, gate, second)
+    config = {"thread_id": "t"}
+    run = asyncio.create_task(app.ainvoke(user("one"), config))
+    await gate.started.wait()
+    run.cancel()  # the run dies inside its first node: the thread is left unfinished
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    # as if its process had died on another host, still holding the thread
+    await take_lease(checkpointer, "crashed-run@elsewhere:1:1", ttl=0.2)
+    with pytest.raises(exceptions.ThreadBusyError):
+        await app.ainvoke(None, config)
+    gate.release.set()
+    await app.ainvoke(None, {**config, "multitask_strategy": "enqueue"})  # once it expired
+    assert finished == ["second"]
+    assert await stored_texts(checkpointer) == ["one", answer_to("one"), "second step"]
+
+
 async def test_a_lease_of_a_dead_process_on_this_machine_is_taken_at_once(
     checkpointer: BaseCheckpointer,
 ) -> None:
