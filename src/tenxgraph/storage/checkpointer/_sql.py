@@ -1,4 +1,5 @@
-"""Pieces shared by the SQL checkpointers: schema version, error messages, row decoding.
+"""Pieces shared by the SQL checkpointers: schema version, error messages, stored text and
+ledger records.
 
 The error messages match `InMemoryCheckpointer` word for word, so a user sees the same text
 whichever store a graph runs on.
@@ -7,7 +8,6 @@ whichever store a graph runs on.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import to_json
@@ -19,7 +19,6 @@ from tenxgraph.core.exceptions import (
     StaleStateError,
     StorageError,
 )
-from tenxgraph.storage.checkpointer.base import S, decode_state
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
@@ -105,16 +104,3 @@ def decode_tool_result(
             context={"thread_id": thread_id, "field": field},
         )
     return value
-
-
-def decode(state_type: type[S], thread_id: str, header: str, bodies: Sequence[str]) -> S:
-    """`decode_state`, plus a check that each stored row held exactly one message (an empty
-    or doubled row would otherwise shift the log silently)."""
-    state = decode_state(state_type, thread_id, header, bodies)
-    if len(state.context) != len(bodies):
-        raise SerializationError(
-            f"Thread {thread_id!r}: stored messages do not decode to one message per row "
-            f"({len(bodies)} rows, {len(state.context)} messages)",
-            context={"thread_id": thread_id, "field": "context"},
-        )
-    return state

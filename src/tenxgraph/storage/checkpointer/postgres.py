@@ -25,7 +25,6 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
-    decode,
     decode_tool_result,
     encode_tool_result,
     missing_messages_error,
@@ -41,6 +40,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadSnapshot,
     checkpoint_fields,
+    decode_state,
     encode_header,
     encode_message,
 )
@@ -378,7 +378,8 @@ class PgCheckpointer(BaseCheckpointer):
         wanted, raw_header, raw_bodies = found
         header = stored_text(thread_id, "header", raw_header)
         bodies = [stored_text(thread_id, f"context.{i}", b) for i, b in enumerate(raw_bodies)]
-        return ThreadSnapshot(thread_id, wanted, decode(state_type, thread_id, header, bodies))
+        state = decode_state(state_type, thread_id, header, bodies)
+        return ThreadSnapshot(thread_id, wanted, state)
 
     async def asave(
         self,

@@ -25,7 +25,6 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
-    decode,
     decode_tool_result,
     encode_tool_result,
     missing_messages_error,
@@ -41,6 +40,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadSnapshot,
     checkpoint_fields,
+    decode_state,
     encode_header,
     encode_message,
 )
@@ -339,7 +339,8 @@ class SqliteCheckpointer(BaseCheckpointer):
             raise missing_messages_error(thread_id, count, len(rows))
         header = stored_text(thread_id, "header", saved[0])
         bodies = [stored_text(thread_id, f"context.{i}", row[0]) for i, row in enumerate(rows)]
-        return ThreadSnapshot(thread_id, wanted, decode(state_type, thread_id, header, bodies))
+        state = decode_state(state_type, thread_id, header, bodies)
+        return ThreadSnapshot(thread_id, wanted, state)
 
     async def asave(
         self,
