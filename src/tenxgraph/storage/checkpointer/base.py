@@ -153,21 +153,13 @@ def _checked(method: Callable[..., Awaitable[Any]], saves: bool) -> Callable[...
 
     @functools.wraps(method)
     def checked(self: BaseCheckpointer, thread_id: Any, *args: Any, **kwargs: Any) -> Any:
-        if not (
-            type(thread_id) is str
-            and 0 < len(thread_id) <= THREAD_ID_MAX_LENGTH
-            and thread_id.isprintable()
-        ):  # the usual id passes the line above; anything else is checked in full
+        if not _plainly_valid(thread_id):
             thread_id = valid_thread_id(thread_id)
         return method(self, thread_id, *args, **kwargs)
 
     @functools.wraps(method)
     def checked_save(self: BaseCheckpointer, thread_id: Any, *args: Any, **kwargs: Any) -> Any:
-        if not (
-            type(thread_id) is str
-            and 0 < len(thread_id) <= THREAD_ID_MAX_LENGTH
-            and thread_id.isprintable()
-        ):
+        if not _plainly_valid(thread_id):
             thread_id = valid_thread_id(thread_id)
         for message in kwargs.get("new_messages", ()):
             if message_problem(message) is not None:
@@ -177,6 +169,15 @@ def _checked(method: Callable[..., Awaitable[Any]], saves: bool) -> Callable[...
     marked: Callable[..., Any] = _as_coroutine_function(checked_save if saves else checked)
     _CHECKED.add(marked)
     return marked
+
+
+def _plainly_valid(thread_id: Any) -> bool:
+    """The usual thread id, accepted at a glance; anything else goes to `valid_thread_id`."""
+    return (
+        type(thread_id) is str
+        and 0 < len(thread_id) <= THREAD_ID_MAX_LENGTH
+        and thread_id.isprintable()
+    )
 
 
 def _as_coroutine_function(function: Callable[..., Any]) -> Callable[..., Any]:
