@@ -18,7 +18,7 @@ from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
-from tenxgraph.storage.checkpointer.lease import busy_error
+from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
@@ -265,13 +265,17 @@ class CompiledGraph:
     # -- internals used by runs ------------------------------------------------------------
 
     async def _take_turn(
-        self, thread_id: str, strategy: str = "reject", deadline: float | None = None
+        self,
+        thread_id: str,
+        strategy: str = "reject",
+        deadline: float | None = None,
+        waited: float | None = None,
     ) -> tuple[int, str]:
         """Take `thread_id` among this app's runs on this event loop, by the multitask
         strategy: refuse at once while another run holds it (`reject`), wait for it
-        (`enqueue`, until the `time.monotonic()` `deadline`), or stop it and wait
-        (`interrupt`). Other apps and processes are kept out by the checkpointer's lease.
-        Returns the key to give back to `_end_turn`."""
+        (`enqueue`, until the `time.monotonic()` `deadline`, `waited` seconds from the run's
+        start), or stop it and wait (`interrupt`). Other apps and processes are kept out by
+        the checkpointer's lease. Returns the key to give back to `_end_turn`."""
         loop = asyncio.get_running_loop()
         key = (id(loop), thread_id)
         waiting = self._turns.get(key)
@@ -294,7 +298,7 @@ class CompiledGraph:
             if turn.done() and not turn.cancelled():  # handed the turn just as we gave up
                 self._end_turn(key)
             if isinstance(exc, TimeoutError):
-                raise busy_error(thread_id, owner, None) from exc
+                raise waited_error(thread_id, owner, waited) from exc
             raise
         return key
 

@@ -66,10 +66,10 @@ from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.storage.checkpointer.base import valid_thread_id
 from tenxgraph.storage.checkpointer.lease import (
     Lease,
-    busy_error,
     lost_error,
     new_owner,
     owner_is_dead,
+    waited_error,
 )
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
@@ -260,7 +260,7 @@ class Run:
         turn = (
             None
             if app.checkpointer is None
-            else await app._take_turn(thread_id, settings.multitask_strategy, deadline)
+            else await app._take_turn(thread_id, settings.multitask_strategy, deadline, wait)
         )
         app._active[thread_id] = self
         outer_express = current_express.get()
@@ -371,7 +371,7 @@ class Run:
                 return
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise _waited_too_long(thread_id, holder.owner, self.settings.enqueue_timeout)
+                raise waited_error(thread_id, holder.owner, self.settings.enqueue_timeout)
             await asyncio.sleep(min(pause, holder.expires_in, left or pause) + 0.001)
             pause = min(pause * 2, longest)
 
@@ -1164,15 +1164,6 @@ def _answer_to(state: AgentState, message: Message) -> list[Message] | None:
     if state.execution_meta.status == ExecutionStatus.COMPLETED:
         return list(after)
     return None
-
-
-def _waited_too_long(thread_id: str, holder: str, waited: float | None) -> ThreadBusyError:
-    error = busy_error(thread_id, holder, None)
-    error.message = (
-        f"Thread {thread_id!r} is still busy after waiting {waited}s (config['enqueue_timeout'])"
-        f" for run {holder} to finish. Nothing was written; retry later or wait longer"
-    )
-    return error
 
 
 def _mark_completed(meta: ExecutionState) -> None:

@@ -99,6 +99,16 @@ def busy_error(thread_id: str, holder: str, expires_in: float | None) -> ThreadB
     )
 
 
+def waited_error(thread_id: str, holder: str, waited: float | None) -> ThreadBusyError:
+    """A run that chose to wait (`enqueue`) for a busy thread, and waited `waited` seconds."""
+    return ThreadBusyError(
+        f"Thread {thread_id!r} is still busy after waiting {waited}s "
+        f"(config['enqueue_timeout']) for run {holder} to finish. Nothing was written; retry "
+        "later or wait longer",
+        context={"thread_id": thread_id, "holder": holder, "waited": waited},
+    )
+
+
 def lost_error(thread_id: str, owner: str) -> LeaseLostError:
     return LeaseLostError(
         f"Thread {thread_id!r}: run {owner} lost its lease (it expired, and another run took "
@@ -116,4 +126,5 @@ __all__ = [
     "lost_error",
     "new_owner",
     "owner_is_dead",
+    "waited_error",
 ]
