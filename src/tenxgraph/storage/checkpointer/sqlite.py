@@ -365,7 +365,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 (thread_id,),
             )
             now = time.time()
-            if thread is not None and _live_holder(thread, now) not in (None, mine):
+            if thread is not None and _live_holder(thread[2], thread[3], now) not in (None, mine):
                 raise busy_error(thread_id, str(thread[2]), thread[3] - now)
             current = None if thread is None else int(thread[0])
             if current != expected_version:
@@ -440,9 +440,10 @@ class SqliteCheckpointer(BaseCheckpointer):
                 (thread_id,),
             )
         now = time.time()
-        if row is None or row[0] is None or row[1] is None or row[1] <= now:
+        owner = None if row is None else _live_holder(row[0], row[1], now)
+        if row is None or owner is None:
             return None
-        return LeaseHolder(str(row[0]), float(row[1]) - now)
+        return LeaseHolder(owner, float(row[1]) - now)
 
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
         async with self._connected() as conn:
@@ -525,9 +526,8 @@ class SqliteCheckpointer(BaseCheckpointer):
             await conn.execute("DELETE FROM tx_stop_requests WHERE thread_id = ?", (thread_id,))
 
 
-def _live_holder(thread: sqlite3.Row, now: float) -> str | None:
-    """The owner of a thread row's live lease (columns 2 and 3: owner, expiry), if any."""
-    owner, expires = thread[2], thread[3]
+def _live_holder(owner: Any, expires: Any, now: float) -> str | None:
+    """The owner of a thread row's live lease (its lease_owner and lease_expires), if any."""
     return None if owner is None or expires is None or expires <= now else str(owner)
 
 
