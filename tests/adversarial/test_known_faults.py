@@ -28,7 +28,7 @@ import json
 import os
 import pickle
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,8 @@ from tests.adversarial._faults_support import (
     unknown_role,
 )
 from tests.cli.conftest import Cli, cli, home
-from tests.core.llm._support import OPENAI_URL, sent
+from tests.core.graph._support import inp, texts
+from tests.core.llm._support import OPENAI_URL, drain, sent
 from tests.storage.conftest import Backend
 
 __all__ = ["cli", "home"]  # the `tenxgraph` command run in-process, as tests/cli runs it
@@ -91,20 +92,6 @@ RETRIES = 2  # the retries the provider-fault tests configure: 3 requests in all
 
 VICTIM = {"thread_id": "victim"}
 BYSTANDER = {"thread_id": "bystander"}
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"messages": [Message.text_message(text)]}
-
-
-def texts(messages: list[Message]) -> list[str]:
-    return [m.text() for m in messages]
-
-
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    """Collect `pieces` into `into`, so what came before a failure can be checked."""
-    async for piece in pieces:
-        into.append(piece)
 
 
 # == 1. hostile stored rows ===================================================================
@@ -129,23 +116,23 @@ def attempts(app: CompiledGraph) -> dict[str, Callable[[], Awaitable[Any]]]:
     """Every way a user reaches the victim thread: read it, send a turn, continue it, stream."""
     return {
         "aget_state": lambda: app.aget_state(VICTIM),
-        "ainvoke": lambda: app.ainvoke(user("pay 5"), VICTIM),
+        "ainvoke": lambda: app.ainvoke(inp("pay 5"), VICTIM),
         "ainvoke(None)": lambda: app.ainvoke(None, VICTIM),
-        "astream": lambda: drain(app.astream(user("pay 5"), VICTIM), []),
+        "astream": lambda: drain(app.astream(inp("pay 5"), VICTIM), []),
     }
 
 
 async def two_threads(backend: Backend, world: World) -> None:
     app = world.app(backend.store)
-    await app.ainvoke(user("hello"), VICTIM)
-    await app.ainvoke(user("hello"), BYSTANDER)
+    await app.ainvoke(inp("hello"), VICTIM)
+    await app.ainvoke(inp("hello"), BYSTANDER)
 
 
 async def bystander_still_works(app: CompiledGraph) -> None:
     state = await app.aget_state(BYSTANDER)
     assert state is not None
     assert texts(state.context) == ["hello", "echo hello"]
-    result = await app.ainvoke(user("still there?"), BYSTANDER)
+    result = await app.ainvoke(inp("still there?"), BYSTANDER)
     assert texts(result["messages"]) == ["still there?", "echo still there?"]
 
 
@@ -206,7 +193,7 @@ async def test_a_class_dict_in_a_loose_field_stays_inert_data(
     state = await app.aget_state(VICTIM)
     assert isinstance(state, Shop)
     assert state.notes == payload
-    result = await app.ainvoke(user("again"), VICTIM)
+    result = await app.ainvoke(inp("again"), VICTIM)
     assert texts(result["messages"]) == ["again", "echo again"]
     assert not marker.exists()
 
@@ -216,10 +203,10 @@ async def test_a_corrupt_ledger_row_is_refused_and_the_recorded_tool_never_runs_
 ) -> None:
     world = World()
     first = world.app(sql_backend.store)
-    await first.ainvoke(user("hello"), BYSTANDER)
+    await first.ainvoke(inp("hello"), BYSTANDER)
     dies_before_saving_tool_messages(sql_backend.store)
     with pytest.raises(Crash):
-        await first.ainvoke(user("pay 5"), VICTIM)
+        await first.ainvoke(inp("pay 5"), VICTIM)
     assert world.paid == [5]  # paid once, and recorded in the ledger
     ((asked, call, result),) = await sql_backend.sql(
         "SELECT message_id, call_id, result FROM tx_tool_results WHERE thread_id = ?", "victim"
@@ -258,7 +245,7 @@ async def test_a_corrupt_ledger_row_is_refused_and_the_recorded_tool_never_runs_
     assert texts(state.context) == ["pay 5", ""]
     await bystander_still_works(app)
     # new input starts a new turn: the thread is not bricked by its damaged record
-    result = await app.ainvoke(user("hello again"), VICTIM)
+    result = await app.ainvoke(inp("hello again"), VICTIM)
     assert texts(result["messages"]) == ["hello again", "echo hello again"]
 
 
@@ -284,9 +271,9 @@ def agent_app(store: BaseCheckpointer) -> CompiledGraph:
 async def run_turn(app: CompiledGraph, text: str, streamed: bool, into: list[Any]) -> None:
     config = {"thread_id": "t"}
     if streamed:
-        await drain(app.astream(user(text), config), into)
+        await drain(app.astream(inp(text), config), into)
     else:
-        into.append(await app.ainvoke(user(text), config))
+        into.append(await app.ainvoke(inp(text), config))
 
 
 async def stored_thread(backend: Backend) -> list[Message]:
@@ -306,7 +293,7 @@ async def next_turn_is_answered(backend: Backend, app: CompiledGraph, route: res
     question and with nothing of the failed answer."""
     route.side_effect = answering("Back again.")
     calls = route.call_count
-    await app.ainvoke(user("are you there?"), {"thread_id": "t"})
+    await app.ainvoke(inp("are you there?"), {"thread_id": "t"})
     assert route.call_count == calls + 1
     assert sent_roles(route) == [("user", "hi"), ("user", "are you there?")]
     stored = await stored_thread(backend)

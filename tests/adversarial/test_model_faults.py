@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,37 +26,19 @@ import pytest
 import respx
 
 from tenxgraph.core.exceptions import ModelUnavailableError
-from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
+from tenxgraph.core.graph import Agent
 from tenxgraph.core.llm import retry
-from tenxgraph.core.state import Message
 from tenxgraph.prebuilt import ReactAgent
-from tenxgraph.storage.checkpointer import BaseCheckpointer
-from tenxgraph.utils.constants import END, START
+from tests._helpers import single_agent
+from tests.core.graph._support import inp
+from tests.core.llm._support import OPENAI_URL, drain
 from tests.storage.conftest import Backend
 
-OPENAI_URL = "https://api.openai.com/v1/chat/completions"
 KEY = "sk-test-model-faults-0123456789"
 
 
 def thread() -> dict[str, Any]:
     return {"thread_id": f"faults-{uuid.uuid4().hex}"}
-
-
-def run_input(text: str = "hello") -> dict[str, Any]:
-    return {"messages": [Message.text_message(text)]}
-
-
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    async for piece in pieces:
-        into.append(piece)
-
-
-def single_agent(agent: Agent, checkpointer: BaseCheckpointer) -> CompiledGraph:
-    graph = StateGraph()
-    graph.add_node("agent", agent)
-    graph.add_edge(START, "agent")
-    graph.add_edge("agent", END)
-    return graph.compile(checkpointer=checkpointer)
 
 
 # -- an answer without choices ---------------------------------------------------------------
@@ -98,9 +80,9 @@ async def test_an_answer_without_choices_is_a_model_error_and_nothing_is_stored(
     config = thread()
     chunks: list[Any] = []
     run = (
-        drain(app.astream(run_input(), config), chunks)
+        drain(app.astream(inp("hello"), config), chunks)
         if streamed
-        else app.ainvoke(run_input(), config)
+        else app.ainvoke(inp("hello"), config)
     )
     with pytest.raises(ModelUnavailableError) as info:
         await run
@@ -127,7 +109,7 @@ async def test_an_answer_without_choices_is_retried_then_falls_back(
         retry_config=retry.RetryConfig(max_retries=1),
         fallback_models=["test"],
     )
-    result = await single_agent(agent, backend.store).ainvoke(run_input(), thread())
+    result = await single_agent(agent, backend.store).ainvoke(inp("hello"), thread())
     assert no_choice_api.call_count == 2  # like a 5xx: once more, then the next model
     assert [m.role for m in result["messages"]] == ["user", "assistant"]
     assert result["messages"][-1].text()  # the offline fallback's answer
@@ -260,10 +242,10 @@ async def test_a_tool_call_cut_short_goes_back_as_valid_json_and_the_run_complet
     app = agent.compile(checkpointer=backend.store)
     config = thread()
     if streamed:
-        chunks = [c async for c in app.astream(run_input("Weather in Paris?"), config)]
+        chunks = [c async for c in app.astream(inp("Weather in Paris?"), config)]
         assert not [c for c in chunks if c.event == "error"]
     else:
-        await app.ainvoke(run_input("Weather in Paris?"), config)
+        await app.ainvoke(inp("Weather in Paris?"), config)
     state = await app.aget_state(config)
     assert state is not None
     assert [m.role for m in state.context] == ["user", "assistant", "tool", "assistant"]

@@ -22,7 +22,7 @@ import string
 import sys
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,12 @@ import respx
 
 from tenxgraph.cli import main as cli_main
 from tenxgraph.core.exceptions import GraphError, ModelError
-from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph
+from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.state import Message
-from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
+from tests._helpers import single_agent
+from tests.core.graph._support import inp
+from tests.core.llm._support import drain
 from tests.storage.conftest import Backend
 
 ALNUM = string.ascii_letters + string.digits
@@ -202,24 +204,6 @@ def given(request: pytest.FixtureRequest, clean_env: pytest.MonkeyPatch) -> Iter
         yield found
 
 
-async def drain(pieces: AsyncIterator[Any], into: list[Any]) -> None:
-    """Collect `pieces` into `into`, so what came before a failure can be checked."""
-    async for piece in pieces:
-        into.append(piece)
-
-
-def single_agent(agent: Agent, checkpointer: BaseCheckpointer | None = None) -> CompiledGraph:
-    graph = StateGraph()
-    graph.add_node("agent", agent)
-    graph.add_edge(START, "agent")
-    graph.add_edge("agent", END)
-    return graph.compile(checkpointer=checkpointer)
-
-
-def run_input() -> dict[str, Any]:
-    return {"messages": [Message.text_message("hello")]}
-
-
 def thread() -> dict[str, Any]:
     return {"thread_id": f"secret-{uuid.uuid4().hex}"}
 
@@ -290,7 +274,7 @@ def assert_hidden(keys: tuple[str, ...], texts: list[str], where: str) -> None:
 
 async def test_the_error_and_its_causes_hide_the_key(given: Given) -> None:
     with pytest.raises(ModelError) as info:
-        await single_agent(given.agent()).ainvoke(run_input())
+        await single_agent(given.agent()).ainvoke(inp("hello"))
     assert info.value.status_code == given.provider.status
     assert_hidden(given.keys, exception_texts(info.value), "the exception or its causes")
     assert "REDACTED" in info.value.message  # the echo is shown, without the key
@@ -299,7 +283,7 @@ async def test_the_error_and_its_causes_hide_the_key(given: Given) -> None:
 async def test_debug_logs_hide_the_key(given: Given, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     with pytest.raises(ModelError) as info:
-        await single_agent(given.agent()).ainvoke(run_input())
+        await single_agent(given.agent()).ainvoke(inp("hello"))
     logging.getLogger("tenxgraph.test").debug("failed", exc_info=info.value)
     texts = [caplog.text, *(r.getMessage() for r in caplog.records)]
     assert caplog.records  # litellm did log at DEBUG
@@ -309,7 +293,7 @@ async def test_debug_logs_hide_the_key(given: Given, caplog: pytest.LogCaptureFi
 async def test_the_streamed_error_chunk_hides_the_key(given: Given) -> None:
     chunks: list[Any] = []
     with pytest.raises(ModelError):
-        await drain(single_agent(given.agent()).astream(run_input()), chunks)
+        await drain(single_agent(given.agent()).astream(inp("hello")), chunks)
     errors = [c for c in chunks if c.event == "error"]
     assert errors, [c.event for c in chunks]
     texts = [c.model_dump_json() for c in chunks] + [
@@ -329,7 +313,7 @@ async def test_the_stored_thread_hides_the_key(
         mock.route().mock(side_effect=lambda _: echo(given.keys, provider.status))
         app = single_agent(given.agent(), backend.store)
         with pytest.raises(ModelError):
-            await app.ainvoke(run_input(), config)
+            await app.ainvoke(inp("hello"), config)
     reopened = backend.open() if backend.is_sql else backend.store
     state = await single_agent(Agent("test"), reopened).aget_state(config)
     assert state is not None
@@ -426,7 +410,7 @@ async def test_a_node_error_echoing_a_token_hides_it(
     config = thread()
     chunks: list[Any] = []
     with pytest.raises(GraphError) as info:
-        await drain(app.astream(run_input(), config), chunks)
+        await drain(app.astream(inp("hello"), config), chunks)
     texts = exception_texts(info.value) + [c.model_dump_json() for c in chunks]
     state = await app.aget_state(config)
     assert state is not None
@@ -458,7 +442,7 @@ async def test_a_tool_error_echoing_a_token_is_redacted_before_the_model_or_the_
 
     app = ReactAgent(FunctionModel(model), [call_service]).compile(checkpointer=backend.store)
     config = thread()
-    await app.ainvoke(run_input(), config)
+    await app.ainvoke(inp("hello"), config)
     state = await app.aget_state(config)
     assert state is not None
     assert "[REDACTED:TENX_SERVICE_TOKEN]" in seen_by_model[0]
@@ -580,10 +564,10 @@ async def test_a_fallback_on_another_provider_never_gets_the_primarys_key(
     )
     app = single_agent(agent)
     if streamed:
-        chunks = [c async for c in app.astream(run_input())]
+        chunks = [c async for c in app.astream(inp("hello"))]
         answer = [c.message for c in chunks if c.message is not None][-1]
     else:
-        answer = (await app.ainvoke(run_input()))["messages"][-1]
+        answer = (await app.ainvoke(inp("hello")))["messages"][-1]
     assert answer.text() == "from the fallback"
     assert exchange.openai[0].headers["authorization"] == f"Bearer {OPENAI_KEY}"
     assert [r.headers["x-api-key"] for r in exchange.anthropic] == [anthropic_key]
@@ -608,7 +592,7 @@ async def test_a_fallback_given_its_own_key_sends_that_key_only_to_its_provider(
         fallback_models=[entry],
         retry_config=False,
     )
-    result = await single_agent(agent).ainvoke(run_input())
+    result = await single_agent(agent).ainvoke(inp("hello"))
     assert result["messages"][-1].text() == "from the fallback"
     assert [r.headers["x-api-key"] for r in exchange.anthropic] == [anthropic_key]
     sent = json.loads(exchange.anthropic[0].body)
@@ -651,6 +635,6 @@ async def test_a_fallback_on_the_same_provider_with_its_own_base_url_gets_no_key
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         mock.post(OPENAI_URL).mock(return_value=httpx.Response(503, json={"error": {}}))
         mock.post("http://models.internal:8080/v1/chat/completions").mock(side_effect=local)
-        result = await single_agent(agent).ainvoke(run_input())
+        result = await single_agent(agent).ainvoke(inp("hello"))
     assert result["messages"][-1].text() == "from the local server"
     assert [r.headers["authorization"] for r in seen] == [f"Bearer {local_key}"]

@@ -24,6 +24,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
 from tests.adversarial._turns_worker import answer_to, turn_message
+from tests.core.graph._support import inp, texts
 from tests.storage.conftest import Backend
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,14 +42,6 @@ async def until(condition: Any, seconds: float = 10) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {seconds}s")
         await asyncio.sleep(0.001)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"messages": [Message.text_message(text, "user")]}
-
-
-def texts(messages: list[Message]) -> list[str]:
-    return [m.text() for m in messages]
 
 
 class Gate:
@@ -102,13 +95,13 @@ async def test_a_second_run_is_refused_before_writing_anything(
     holder = app_of(checkpointer, gate)
     other = app_of(checkpointer, quick)  # another app: as another process would be
     config = {"thread_id": "t"}
-    await other.ainvoke(user("setup"), config)
-    first = asyncio.create_task(holder.ainvoke(user("one"), config))
+    await other.ainvoke(inp("setup"), config)
+    first = asyncio.create_task(holder.ainvoke(inp("one"), config))
     await gate.started.wait()
     version = await checkpointer.aversion("t")
 
     with pytest.raises(exceptions.ThreadBusyError) as refused:
-        await other.ainvoke(user("two"), config)
+        await other.ainvoke(inp("two"), config)
     assert "multitask_strategy" in str(refused.value)  # says what to do
     assert await checkpointer.aversion("t") == version  # nothing was written
     assert "two" not in await stored_texts(checkpointer)
@@ -127,10 +120,10 @@ async def test_the_same_app_refuses_a_second_run_too(checkpointer: BaseCheckpoin
     gate = Gate()
     app = app_of(checkpointer, gate)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(app.ainvoke(user("one"), config))
+    first = asyncio.create_task(app.ainvoke(inp("one"), config))
     await gate.started.wait()
     with pytest.raises(exceptions.ThreadBusyError):
-        await app.ainvoke(user("two"), config)
+        await app.ainvoke(inp("two"), config)
     gate.release.set()
     await first
     assert await stored_texts(checkpointer) == ["one", answer_to("one")]
@@ -143,7 +136,7 @@ async def test_update_state_while_a_run_holds_the_thread_is_refused(
     app = app_of(checkpointer, gate)
     other = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(app.ainvoke(user("one"), config))
+    first = asyncio.create_task(app.ainvoke(inp("one"), config))
     await gate.started.wait()
     for editor in (app, other):
         with pytest.raises(exceptions.ThreadBusyError):
@@ -162,7 +155,7 @@ async def test_retrying_a_refused_turn_gives_one_turn_and_its_own_answer(
     holder = app_of(checkpointer, gate)
     other = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(holder.ainvoke(user("one"), config))
+    first = asyncio.create_task(holder.ainvoke(inp("one"), config))
     await gate.started.wait()
     retried = turn_message("b", 0)
     with pytest.raises(exceptions.ThreadBusyError):
@@ -207,10 +200,10 @@ async def test_enqueue_waits_for_the_running_turn_then_runs_on_top_of_it(
     holder = app_of(checkpointer, gate)
     other = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(holder.ainvoke(user("one"), config))
+    first = asyncio.create_task(holder.ainvoke(inp("one"), config))
     await gate.started.wait()
     second = asyncio.create_task(
-        other.ainvoke(user("two"), {**config, "multitask_strategy": "enqueue"})
+        other.ainvoke(inp("two"), {**config, "multitask_strategy": "enqueue"})
     )
     done, _ = await asyncio.wait({second}, timeout=0.05)
     assert not done  # it waits while the first run holds the thread
@@ -226,12 +219,12 @@ async def test_enqueue_gives_up_after_its_timeout_without_writing(
     holder = app_of(checkpointer, gate)
     other = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(holder.ainvoke(user("one"), config))
+    first = asyncio.create_task(holder.ainvoke(inp("one"), config))
     await gate.started.wait()
     waiting = {**config, "multitask_strategy": "enqueue", "enqueue_timeout": 0.05}
     for app in (holder, other):  # in this app, and from another
         with pytest.raises(exceptions.ThreadBusyError, match="busy"):
-            await app.ainvoke(user("two"), waiting)
+            await app.ainvoke(inp("two"), waiting)
     gate.release.set()
     await first
     assert await stored_texts(checkpointer) == ["one", answer_to("one")]
@@ -251,10 +244,10 @@ async def test_interrupt_stops_the_running_turn_at_its_next_step_then_runs(
     holder = app_of(checkpointer, gate, second_step)
     other = app_of(checkpointer, quick)  # another app: it can only ask through storage
     config = {"thread_id": "t"}
-    first = asyncio.create_task(holder.ainvoke(user("one"), config))
+    first = asyncio.create_task(holder.ainvoke(inp("one"), config))
     await gate.started.wait()
     second = asyncio.create_task(
-        other.ainvoke(user("two"), {**config, "multitask_strategy": "interrupt"})
+        other.ainvoke(inp("two"), {**config, "multitask_strategy": "interrupt"})
     )
     await until(lambda: checkpointer.ais_stop_requested("t"))  # its stop request is stored
     gate.release.set()
@@ -271,10 +264,10 @@ async def test_interrupt_in_the_same_app_cancels_the_running_node(
     gate = Gate()
     app = app_of(checkpointer, gate)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(app.ainvoke(user("one"), config))
+    first = asyncio.create_task(app.ainvoke(inp("one"), config))
     await gate.started.wait()
     gate_for_two = asyncio.create_task(
-        app.ainvoke(user("two"), {**config, "multitask_strategy": "interrupt"})
+        app.ainvoke(inp("two"), {**config, "multitask_strategy": "interrupt"})
     )
     paused = await first  # stopped without releasing its gate
     assert paused["interrupted"]["reason"] == "stop_requested"
@@ -289,7 +282,7 @@ def test_an_unknown_strategy_is_refused() -> None:
         __import__("tenxgraph.storage.checkpointer", fromlist=["x"]).InMemoryCheckpointer(), quick
     )
     with pytest.raises(ValueError, match="multitask_strategy"):
-        app.invoke(user("x"), {"thread_id": "t", "multitask_strategy": "rollback"})
+        app.invoke(inp("x"), {"thread_id": "t", "multitask_strategy": "rollback"})
 
 
 # -- crashed owners, heartbeats, lost leases --------------------------------------------------
@@ -315,12 +308,12 @@ async def test_a_dead_owners_lease_expires_and_the_thread_continues(
 ) -> None:
     app = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    await app.ainvoke(user("one"), config)
+    await app.ainvoke(inp("one"), config)
     await take_lease(checkpointer, "crashed-run@elsewhere:1:1", ttl=0.2)
     with pytest.raises(exceptions.ThreadBusyError):
-        await app.ainvoke(user("two"), config)
+        await app.ainvoke(inp("two"), config)
     # waiting (bounded) outlives the dead run's lease
-    await app.ainvoke(user("two"), {**config, "multitask_strategy": "enqueue"})
+    await app.ainvoke(inp("two"), {**config, "multitask_strategy": "enqueue"})
     assert await stored_texts(checkpointer) == ["one", answer_to("one"), "two", answer_to("two")]
 
 
@@ -336,7 +329,7 @@ async def test_after_a_crashed_owners_lease_expires_none_continues_its_unfinishe
 
     app = app_of(checkpointer, gate, second)
     config = {"thread_id": "t"}
-    run = asyncio.create_task(app.ainvoke(user("one"), config))
+    run = asyncio.create_task(app.ainvoke(inp("one"), config))
     await gate.started.wait()
     run.cancel()  # the run dies inside its first node: the thread is left unfinished
     with pytest.raises(asyncio.CancelledError):
@@ -358,14 +351,14 @@ async def test_a_lease_of_a_dead_process_on_this_machine_is_taken_at_once(
 
     app = app_of(checkpointer, quick)
     config = {"thread_id": "t"}
-    await app.ainvoke(user("one"), config)
+    await app.ainvoke(inp("one"), config)
     dead = subprocess.run(  # noqa: ASYNC221 - a process that has ended by the next line
         [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
         text=True,
     )  # fmt: skip
     owner = new_owner("crashed").replace(f":{os.getpid()}:", f":{int(dead.stdout)}:")
     await take_lease(checkpointer, owner, ttl=600)
-    await app.ainvoke(user("two"), config)  # no waiting for ten minutes
+    await app.ainvoke(inp("two"), config)  # no waiting for ten minutes
     assert await stored_texts(checkpointer) == ["one", answer_to("one"), "two", answer_to("two")]
 
 
@@ -379,13 +372,13 @@ async def test_a_long_step_keeps_its_lease_alive(checkpointer: BaseCheckpointer)
         started = time.monotonic()
         while time.monotonic() - started < 0.6:  # four lease lifetimes
             with pytest.raises(exceptions.ThreadBusyError):
-                await other.ainvoke(user("intruder"), config)
+                await other.ainvoke(inp("intruder"), config)
             refused.append(time.monotonic() - started)
             await asyncio.sleep(0.02)
         return "done"
 
     app = app_of(checkpointer, long_step)
-    await app.ainvoke(user("one"), config)
+    await app.ainvoke(inp("one"), config)
     assert refused[-1] > 0.45
     assert await stored_texts(checkpointer) == ["one", "done"]
 
@@ -402,7 +395,7 @@ async def test_a_node_timeout_shorter_than_the_heartbeat_still_fires_on_time(
 
     app = app_of(checkpointer, stuck)
     with pytest.raises(exceptions.NodeTimeoutError):
-        await asyncio.wait_for(app.ainvoke(user("x"), {"thread_id": "t", "node_timeout": 0.05}), 5)
+        await asyncio.wait_for(app.ainvoke(inp("x"), {"thread_id": "t", "node_timeout": 0.05}), 5)
 
 
 async def test_a_run_whose_lease_was_taken_over_writes_nothing(backend: Backend) -> None:
@@ -410,11 +403,11 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing(backend: Backend)
     gate = Gate()
     slow = app_of(store, gate)
     config = {"thread_id": "t"}
-    first = asyncio.create_task(slow.ainvoke(user("one"), config))
+    first = asyncio.create_task(slow.ainvoke(inp("one"), config))
     await gate.started.wait()
     # its lease runs out (its process froze longer than the lease), and another run takes over
     await expire_lease(backend)
-    await app_of(store, quick).ainvoke(user("two"), config)
+    await app_of(store, quick).ainvoke(inp("two"), config)
     gate.release.set()
     with pytest.raises(exceptions.LeaseLostError):
         await first
@@ -434,7 +427,7 @@ async def test_a_heartbeat_renews_an_expired_lease_unless_another_run_took_it(
     from tenxgraph.storage.checkpointer.lease import Lease
 
     store = backend.store
-    await app_of(store, quick).ainvoke(user("one"), {"thread_id": "t"})
+    await app_of(store, quick).ainvoke(inp("one"), {"thread_id": "t"})
     mine = Lease("mine@elsewhere:1:1", 30)
     await take_lease(store, mine.owner, mine.ttl)
     await expire_lease(backend)  # late (a blocked event loop), but nobody came meanwhile
@@ -478,7 +471,7 @@ async def test_a_version_1_sqlite_database_is_migrated_and_its_threads_kept(tmp_
                  (str(body.message_id), body.model_dump_json()))  # fmt: skip
     conn.close()
     app = app_of(old, quick)
-    await app.ainvoke(user("new"), {"thread_id": "t"})
+    await app.ainvoke(inp("new"), {"thread_id": "t"})
     assert await stored_texts(old) == ["kept", "new", answer_to("new")]
     await old.aclose()
 
@@ -500,7 +493,7 @@ def test_config_keys_that_would_be_ignored_are_refused(key: str, says: str) -> N
 
     app = app_of(InMemoryCheckpointer(), quick)
     with pytest.raises(ValueError, match=says) as refused:
-        app.invoke(user("x"), {"thread_id": "t", key: 3})
+        app.invoke(inp("x"), {"thread_id": "t", key: 3})
     assert "'recursion_limit'" in str(refused.value)  # lists the keys it reads
     assert app.get_state({"thread_id": "t"}) is None  # nothing ran
 
@@ -515,7 +508,7 @@ def test_the_callers_own_config_keys_reach_the_nodes() -> None:
     from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
     app = app_of(InMemoryCheckpointer(), node)
-    app.invoke(user("x"), {"thread_id": "t", "tenant": "acme", "configurable": {"user": "u1"}})
+    app.invoke(inp("x"), {"thread_id": "t", "tenant": "acme", "configurable": {"user": "u1"}})
     assert seen == [("acme", "u1")]
 
 
@@ -541,12 +534,12 @@ async def test_new_input_after_a_failed_run_starts_a_new_turn(
     app = app_of(checkpointer, listen, picky)
     config = {"thread_id": "t"}
     with pytest.raises(exceptions.NodeError):
-        await app.ainvoke(user("poison"), config)
+        await app.ainvoke(inp("poison"), config)
     with pytest.raises(exceptions.NodeError):  # None retries the failed step: it fails again
         await app.ainvoke(None, config)
     assert turns == ["poison"]
     for _ in range(2):
-        result = await app.ainvoke(user("hello"), config)
+        result = await app.ainvoke(inp("hello"), config)
         assert texts(result["messages"]) == ["hello", answer_to("hello")]
     assert turns == ["poison", "hello", "hello"]  # each message was a turn from the start
     assert await stored_texts(checkpointer) == ["poison", *["hello", answer_to("hello")] * 2]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import math
 import os
 import signal
@@ -29,11 +28,12 @@ import pytest
 
 from tenxgraph.core.graph import CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.llm import FunctionModel
-from tenxgraph.core.state import Message, ToolCallBlock, ToolResult, ToolResultBlock
+from tenxgraph.core.state import Message, ToolCallBlock, ToolResult
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils import tool
 from tenxgraph.utils.constants import END, START
+from tests._helpers import asking, results, strict_json, tools_only
 from tests.adversarial import _idempotency_worker as worker
 from tests.storage.conftest import Backend
 
@@ -49,29 +49,6 @@ def thread() -> dict[str, Any]:
     return {"thread_id": f"adv-{uuid.uuid4().hex}"}
 
 
-def asking(*calls: ToolCallBlock) -> Message:
-    return Message(role="assistant", content=list(calls))
-
-
-def results(messages: list[Message]) -> dict[str, ToolResultBlock]:
-    return {
-        b.call_id: b
-        for m in messages
-        if m.role == "tool"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    }
-
-
-def tools_only(func: Any, store: BaseCheckpointer) -> CompiledGraph:
-    """START -> tools -> END: runs the calls of the assistant message in the input."""
-    graph = StateGraph()
-    graph.add_node("tools", ToolNode([func]))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile(checkpointer=store)
-
-
 def reopened(backend: Backend) -> BaseCheckpointer:
     """The same storage through another instance, as another process would see it (the
     in-memory store only exists once)."""
@@ -81,11 +58,6 @@ def reopened(backend: Backend) -> BaseCheckpointer:
 async def invoke(app: CompiledGraph, data: Any, config: dict[str, Any]) -> dict[str, Any]:
     async with asyncio.timeout(WAIT):
         return await app.ainvoke(data, config)
-
-
-def strict_json(value: Any) -> Any:
-    """`value` through JSON without NaN or infinities: raises if it is not JSON-safe."""
-    return json.loads(json.dumps(value, allow_nan=False))
 
 
 # -- every return value becomes a result the model can read ----------------------------------
@@ -161,7 +133,7 @@ async def test_any_return_value_is_a_readable_result_stored_and_read_back_equal(
         return make()
 
     config = thread()
-    app = tools_only(give, backend.store)
+    app = tools_only([give], checkpointer=backend.store)
     data = {"messages": [Message.text_message("go"), asking(ToolCallBlock(id="c1", name="give"))]}
     done = await invoke(app, data, config)
 
@@ -169,7 +141,7 @@ async def test_any_return_value_is_a_readable_result_stored_and_read_back_equal(
     assert not block.is_error
     assert strict_json(block.output) == block.output  # JSON-safe: no NaN, bytes, objects
     assert readable(block.output), block.output
-    again = await tools_only(give, reopened(backend)).aget_state(config)
+    again = await tools_only([give], checkpointer=reopened(backend)).aget_state(config)
     assert again is not None
     assert again.execution_meta.status == "completed"
     assert results(again.context)["c1"] == block  # read back equal
@@ -181,7 +153,7 @@ async def test_bytes_are_base64_data_with_a_sniffed_mime_type(backend: Backend) 
         return PNG
 
     config = thread()
-    app = tools_only(snapshot, backend.store)
+    app = tools_only([snapshot], checkpointer=backend.store)
     data = {
         "messages": [Message.text_message("go"), asking(ToolCallBlock(id="c1", name="snapshot"))]
     }
@@ -234,7 +206,7 @@ async def test_a_tool_raising_cancelled_error_by_itself_is_an_error_result(
     flaky = flaky_sync if sync else flaky_async
     flaky.__name__ = "flaky"
     config = thread()
-    app = tools_only(flaky, backend.store)
+    app = tools_only([flaky], checkpointer=backend.store)
     data = {"messages": [Message.text_message("go"), asking(ToolCallBlock(id="c1", name="flaky"))]}
     done = await invoke(app, data, config)
 
@@ -573,7 +545,7 @@ async def test_a_call_id_with_a_lone_surrogate_is_refused_by_name_and_nothing_is
         """X."""
         return "x"
 
-    app = tools_only(x, backend.store)
+    app = tools_only([x], checkpointer=backend.store)
     config = thread()
     ask = asking(ToolCallBlock(id="c\udcff", name="x", args={}))
     with pytest.raises(SerializationError, match="lone surrogate") as refused:

@@ -3,52 +3,27 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.llm import FunctionModel
-from tenxgraph.core.state import AgentState, Message, ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state import AgentState, Message, ToolResultBlock
 from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt, tool
 from tenxgraph.utils.constants import END, START
+from tests._helpers import asking, results, roles, thread, tool_call
+from tests.core.graph._support import user
 from tests.core.llm._support import Script
 
 # -- helpers --------------------------------------------------------------------------------
 
 
-def user(text: str) -> Message:
-    return Message.text_message(text, "user")
-
-
-def asking(*calls: ToolCallBlock) -> Message:
-    return Message(role="assistant", content=list(calls))
-
-
-def call(name: str, call_id: str, **args: Any) -> ToolCallBlock:
-    return ToolCallBlock(id=call_id, name=name, args=args)
-
-
-def thread() -> dict[str, Any]:
-    return {"thread_id": f"t-{uuid.uuid4().hex}"}
-
-
-def roles(messages: list[Message]) -> list[str]:
-    return [m.role for m in messages]
-
-
 def outputs(messages: list[Message]) -> dict[str, Any]:
     """Tool outputs by call id."""
-    return {
-        b.call_id: b.output
-        for m in messages
-        if m.role == "tool"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    }
+    return {call_id: block.output for call_id, block in results(messages).items()}
 
 
 def weather(city: str) -> str:
@@ -89,8 +64,8 @@ async def test_with_the_test_model_it_runs_model_tools_model_and_ends() -> None:
 
 async def test_two_rounds_of_tool_calls_then_an_answer() -> None:
     script = Script(
-        [call("weather", "w1", city="Oslo"), call("weather", "w2", city="Rome")],
-        call("to_fahrenheit", "f1", celsius=20),
+        [tool_call("weather", "w1", city="Oslo"), tool_call("weather", "w2", city="Rome")],
+        tool_call("to_fahrenheit", "f1", celsius=20),
         "Oslo and Rome are sunny; 20 C is 68 F",
     )
     state = await run(ReactAgent(FunctionModel(script), [weather, to_fahrenheit]).compile(), "go")
@@ -174,14 +149,14 @@ async def test_a_state_class_and_prompt_placeholders_from_its_fields() -> None:
 
 async def test_a_tool_node_can_be_passed_as_it_is() -> None:
     node = ToolNode([weather])
-    react = ReactAgent(FunctionModel(Script(call("weather", "w", city="Oslo"), "ok")), node)
+    react = ReactAgent(FunctionModel(Script(tool_call("weather", "w", city="Oslo"), "ok")), node)
     assert react.tool_node is node
     state = await run(react.compile(), "go")
     assert outputs(state.context) == {"w": "sunny in Oslo"}
 
 
 async def test_compile_takes_breakpoints_on_the_nodes_named_agent_and_tools() -> None:
-    script = Script(call("weather", "w", city="Oslo"), "ok")
+    script = Script(tool_call("weather", "w", city="Oslo"), "ok")
     app = ReactAgent(FunctionModel(script), [weather]).compile(
         checkpointer=InMemoryCheckpointer(), interrupt_before=["tools"]
     )
@@ -204,7 +179,7 @@ async def test_an_interrupt_in_a_tool_pauses_and_resume_replays_the_finished_cal
     def approve() -> str:
         return f"approved: {interrupt('approve?')}"
 
-    script = Script([call("charge", "c", amount=5), call("approve", "a")], "done")
+    script = Script([tool_call("charge", "c", amount=5), tool_call("approve", "a")], "done")
     app = ReactAgent(FunctionModel(script), [charge, approve]).compile(
         checkpointer=InMemoryCheckpointer()
     )
@@ -223,11 +198,11 @@ async def test_an_interrupt_in_a_tool_pauses_and_resume_replays_the_finished_cal
 @pytest.mark.parametrize(
     ("context", "route"),
     [
-        ([user("hi"), asking(call("weather", "w", city="x"))], "tools"),
+        ([user("hi"), asking(tool_call("weather", "w", city="x"))], "tools"),
         ([user("hi"), Message.text_message("hello", "assistant")], END),
         (
             [
-                asking(call("weather", "w", city="x")),
+                asking(tool_call("weather", "w", city="x")),
                 Message.tool_message([ToolResultBlock(call_id="w", output="sunny")]),
             ],
             END,
@@ -237,7 +212,7 @@ async def test_an_interrupt_in_a_tool_pauses_and_resume_replays_the_finished_cal
         (
             [
                 user("hi"),
-                asking(call("weather", "w", city="x")),
+                asking(tool_call("weather", "w", city="x")),
                 Message.text_message("note", "system"),
             ],
             "tools",
@@ -277,7 +252,7 @@ def test_tools_condition_routes_to_tools_only_when_the_last_answer_asks_for_them
 
 
 async def test_tools_condition_builds_the_same_loop_by_hand() -> None:
-    script = Script(call("weather", "w", city="Oslo"), "sunny, then")
+    script = Script(tool_call("weather", "w", city="Oslo"), "sunny, then")
     node = ToolNode([weather])
     graph = StateGraph()
     graph.add_node("model", Agent(FunctionModel(script), tool_node=node))

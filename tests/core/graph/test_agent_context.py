@@ -24,7 +24,6 @@ from tenxgraph.core.state import (
     Message,
     MessageContextManager,
     SummaryContextManager,
-    ToolResultBlock,
 )
 from tenxgraph.storage.checkpointer import (
     BaseCheckpointer,
@@ -32,7 +31,8 @@ from tenxgraph.storage.checkpointer import (
     SqliteCheckpointer,
 )
 from tenxgraph.utils.constants import END, START
-from tests.core._history import call, msg, result
+from tests._helpers import Summarizer, call, msg, result, tool_pairs_intact
+from tests.core.graph._support import texts
 from tests.core.llm._support import drain
 
 AGENT_LOGGER = "tenxgraph.core.graph.agent"
@@ -45,16 +45,6 @@ NOTE = "Summary of the earlier conversation:\n"
 def said(*texts: str) -> dict[str, Any]:
     """A run input: one user message per text."""
     return {"messages": [msg("user", t) for t in texts]}
-
-
-def texts(messages: list[Message]) -> list[str]:
-    return [m.text() for m in messages]
-
-
-def tool_pairs_intact(messages: list[Message]) -> bool:
-    calls = {c.id for m in messages for c in m.tool_call_blocks()}
-    results = {b.call_id for m in messages for b in m.content if isinstance(b, ToolResultBlock)}
-    return calls == results
 
 
 class Recorder:
@@ -73,18 +63,6 @@ class Recorder:
     def seen(self) -> list[str]:
         """The texts of the messages of the last call."""
         return texts(self.calls[-1])
-
-
-class Summarizer:
-    """The summary model: answers "summary 1", "summary 2"... (or always `reply`)."""
-
-    def __init__(self, reply: str | None = None) -> None:
-        self.reply = reply
-        self.calls = 0
-
-    def __call__(self, messages: list[Message], info: ModelInfo) -> str:
-        self.calls += 1
-        return self.reply if self.reply is not None else f"summary {self.calls}"
 
 
 class Refuser:
@@ -300,7 +278,7 @@ async def test_the_summary_is_carried_to_later_runs_without_asking_the_summarize
     calls_after_each_run = []
     for i in range(8):
         await app.ainvoke(said(f"question {i}"), config)
-        calls_after_each_run.append(summarizer.calls)
+        calls_after_each_run.append(len(summarizer.calls))
     # a summary keeps 3 messages; each run adds 2, so every second run passes 6 again
     assert calls_after_each_run == [0, 0, 0, 1, 1, 2, 2, 3]
     assert model.seen[0] == NOTE + "summary 3"
@@ -315,7 +293,7 @@ async def test_a_summary_with_unchanged_text_is_not_remade_at_every_run() -> Non
     calls_after_each_run = []
     for i in range(8):
         await app.ainvoke(said(f"question {i}"), config)
-        calls_after_each_run.append(summarizer.calls)
+        calls_after_each_run.append(len(summarizer.calls))
     assert calls_after_each_run == [0, 0, 0, 1, 1, 2, 2, 3]
 
 
@@ -325,12 +303,12 @@ async def test_the_summary_survives_reopening_the_sqlite_store(tmp_path: Path) -
     first = summary_app(Recorder(), summarizer, SqliteCheckpointer(tmp_path / "threads.db"))
     await chat(first, config, range(4))
     await first.aclose()
-    assert summarizer.calls == 1
+    assert len(summarizer.calls) == 1
     model = Recorder()
     again = summary_app(model, summarizer, SqliteCheckpointer(tmp_path / "threads.db"))
     await again.ainvoke(said("question 4"), config)
     await again.aclose()
-    assert summarizer.calls == 1  # the record of what summary 1 covers was stored too
+    assert len(summarizer.calls) == 1  # the record of what summary 1 covers was stored too
     assert model.seen == [NOTE + "summary 1", "question 2", "ok", "question 3", "ok", "question 4"]
 
 
@@ -412,7 +390,7 @@ async def test_an_overflow_retry_with_a_summary_manager_stores_the_forced_summar
     config = {"thread_id": "forced"}
     app = app_of(Agent(FunctionModel(refuser), trim_context=True), manager, InMemoryCheckpointer())
     await app.ainvoke(said(*TWELVE[:6]), config)
-    assert summarizer.calls == 1
+    assert len(summarizer.calls) == 1
     assert refuser.sizes == [6, 3]  # the note and the last 2 messages
     state = await app.aget_state(config)
     assert state is not None

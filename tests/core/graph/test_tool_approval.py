@@ -4,7 +4,6 @@ checkpointer is in tests/adversarial/test_tools.py."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -13,12 +12,13 @@ from tenxgraph.core.graph import CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.graph.tool_approval import APPROVAL_REASON, Decision, ask, read_decisions
 from tenxgraph.core.graph.tool_calls import ToolCall
 from tenxgraph.core.llm import FunctionModel
-from tenxgraph.core.state import Message, ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state import Message, ToolCallBlock
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import GraphInterrupt, interrupt, tool
 from tenxgraph.utils.constants import END, START
 from tenxgraph.utils.interrupt import InterruptScope, current_scope
+from tests._helpers import results, thread
 
 
 def refund(order_id: int, amount: int) -> str:
@@ -36,10 +36,6 @@ REFUND = ToolCall("r1", "refund", {"order_id": 1, "amount": 5})
 NOTE = ToolCall("n1", "note", {"text": "hi"})
 
 
-def thread() -> dict[str, Any]:
-    return {"thread_id": f"t-{uuid.uuid4().hex}"}
-
-
 def tools_graph(node: ToolNode) -> CompiledGraph:
     graph = StateGraph()
     graph.add_node("tools", node)
@@ -51,16 +47,6 @@ def tools_graph(node: ToolNode) -> CompiledGraph:
 def asking(*calls: ToolCallBlock) -> dict[str, Any]:
     return {
         "messages": [Message.text_message("go"), Message(role="assistant", content=list(calls))]
-    }
-
-
-def outputs(state: Any) -> dict[str, ToolResultBlock]:
-    return {
-        b.call_id: b
-        for m in state.context
-        if m.role == "tool"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
     }
 
 
@@ -209,8 +195,8 @@ async def test_a_call_the_model_got_wrong_is_answered_with_the_error_without_ask
     assert "interrupt" not in done
     state = await app.aget_state(config)
     assert state is not None
-    assert outputs(state)["r1"].is_error
-    assert "Invalid arguments" in outputs(state)["r1"].output
+    assert results(state.context)["r1"].is_error
+    assert "Invalid arguments" in results(state.context)["r1"].output
 
 
 async def test_decisions_are_recorded_on_the_tool_messages() -> None:
@@ -227,7 +213,7 @@ async def test_decisions_are_recorded_on_the_tool_messages() -> None:
     meta = {m.metadata["tool_call_id"]: m.metadata for m in state.context if m.role == "tool"}
     assert meta["r1"]["approval"] == "approved"
     assert meta["n1"]["approval"] == "rejected"
-    assert outputs(state)["n1"].output == (
+    assert results(state.context)["n1"].output == (
         "Error: the call of tool 'note' was rejected by the person reviewing it. It did not run."
     )
 
@@ -252,7 +238,7 @@ async def test_an_approved_call_that_interrupts_asks_its_own_question_next() -> 
     await app.ainvoke({"resume": "yes"}, config)
     state = await app.aget_state(config)
     assert state is not None
-    assert outputs(state)["t1"].output == "transferred 2: yes"
+    assert results(state.context)["t1"].output == "transferred 2: yes"
     assert ran == ["transfer", "transfer"]  # asked, then answered: a tool starts from its top
 
 
@@ -282,7 +268,7 @@ async def test_a_react_agent_takes_requires_approval() -> None:
     assert done["messages"][-1].text() == "ok"
     state = await app.aget_state(config)
     assert state is not None
-    assert outputs(state)["n1"].output == "noted b"
+    assert results(state.context)["n1"].output == "noted b"
 
 
 async def test_a_tool_asking_its_own_question_with_the_same_reason_takes_any_answer() -> None:
@@ -296,4 +282,4 @@ async def test_a_tool_asking_its_own_question_with_the_same_reason_takes_any_ans
     await app.ainvoke({"resume": ["anything"]}, config)
     state = await app.aget_state(config)
     assert state is not None
-    assert outputs(state)["c1"].output == "answer: ['anything']"
+    assert results(state.context)["c1"].output == "answer: ['anything']"

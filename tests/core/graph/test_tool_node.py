@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,6 +46,7 @@ from tenxgraph.utils import (
     tool,
 )
 from tenxgraph.utils.constants import END, START
+from tests._helpers import asking, results, roles, thread, tool_call, tools_only
 from tests.core.graph._support import inp, user
 from tests.core.llm._support import Script as ScriptedModel
 from tests.core.llm._support import sent
@@ -56,18 +56,6 @@ KEY = "sk-test-0123456789abcdef"
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def call(name: str, call_id: str | None = None, **args: Any) -> ToolCallBlock:
-    return ToolCallBlock(id=call_id or f"call_{name}", name=name, args=args)
-
-
-def asking(*calls: ToolCallBlock, message_id: str | None = None, **fields: Any) -> Message:
-    """An assistant message asking for `calls`."""
-    message = Message(role="assistant", content=list(calls), **fields)
-    if message_id is not None:
-        message.message_id = message_id
-    return message
 
 
 class Script(ScriptedModel):
@@ -101,15 +89,6 @@ def loop(
     graph.add_conditional_edges("agent", route, {"tools": "tools", END: END})
     graph.add_edge("tools", "agent")
     return graph.compile(checkpointer=checkpointer)
-
-
-def tools_only(tools: Iterable[Callable[..., Any]], **compile_options: Any) -> CompiledGraph:
-    """START -> tools -> END: runs the calls of the assistant message in the input."""
-    graph = StateGraph()
-    graph.add_node("tools", ToolNode(tools))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile(**compile_options)
 
 
 class Ran:
@@ -155,21 +134,6 @@ def only_result(message: Message) -> ToolResultBlock:
     return block
 
 
-def results(messages: Iterable[Message]) -> dict[str, ToolResultBlock]:
-    """The tool results among `messages`, by call id."""
-    return {
-        b.call_id: b
-        for m in messages
-        if m.role == "tool"
-        for b in m.content
-        if isinstance(b, ToolResultBlock)
-    }
-
-
-def roles(messages: Iterable[Message]) -> list[str]:
-    return [m.role for m in messages]
-
-
 async def invoke(app: CompiledGraph, data: Any, config: dict[str, Any] | None = None) -> Any:
     async with asyncio.timeout(WAIT):
         return await app.ainvoke(data, config, response_granularity="full")
@@ -180,10 +144,6 @@ async def stream(
 ) -> list[StreamChunk]:
     async with asyncio.timeout(WAIT):
         return [c async for c in app.astream(data, config, **kw)]
-
-
-def thread() -> dict[str, Any]:
-    return {"thread_id": f"t-{uuid.uuid4().hex}"}
 
 
 def add(a: int, b: int) -> int:
@@ -255,7 +215,7 @@ async def test_results_come_back_one_message_per_call_in_call_order_not_finish_o
         second_done.set()
         return "fast"
 
-    ran = await run_node(ToolNode([slow, fast]), call("slow", "a"), call("fast", "b"))
+    ran = await run_node(ToolNode([slow, fast]), tool_call("slow", "a"), tool_call("fast", "b"))
     assert [m.role for m in ran.messages] == ["tool", "tool"]
     assert [ran.block(i).call_id for i in range(2)] == ["a", "b"]
     assert [ran.block(i).output for i in range(2)] == ["slow", "fast"]
@@ -265,7 +225,9 @@ async def test_a_result_block_carries_call_id_output_status_and_the_call_metadat
     def broken() -> None:
         raise RuntimeError("nope")
 
-    ran = await run_node(ToolNode([add, broken]), call("add", "c1", a=2, b=3), call("broken", "c2"))
+    ran = await run_node(
+        ToolNode([add, broken]), tool_call("add", "c1", a=2, b=3), tool_call("broken", "c2")
+    )
     ok, failed = ran.block(0), ran.block(1)
     assert (ok.call_id, ok.output, ok.status, ok.is_error) == ("c1", 5, "completed", False)
     assert (failed.call_id, failed.status, failed.is_error) == ("c2", "failed", True)
@@ -288,7 +250,9 @@ async def test_in_a_graph_the_results_are_stored_and_shown_to_the_next_model_cal
     def time_in(city: str) -> str:
         return f"noon in {city}"
 
-    script = Script([call("weather", "w", city="Oslo"), call("time_in", "t", city="Rome")], "ok")
+    script = Script(
+        [tool_call("weather", "w", city="Oslo"), tool_call("time_in", "t", city="Rome")], "ok"
+    )
     result = await invoke(loop([weather, time_in], script), inp("hi"))
     context = result["state"].context
     assert roles(context) == ["user", "assistant", "tool", "tool", "assistant"]
@@ -304,7 +268,7 @@ async def test_calls_that_already_have_a_result_are_not_run_again() -> None:
     state = AgentState(
         context=[
             user("go"),
-            asking(call("counter", "old"), call("counter", "new")),
+            asking(tool_call("counter", "old"), tool_call("counter", "new")),
             Message.tool_message([ToolResultBlock(call_id="old", output="earlier")]),
         ]
     )
@@ -317,7 +281,7 @@ def test_pending_calls_is_none_when_the_last_answer_asks_for_nothing() -> None:
     assert pending_calls([user("hi"), Message.text_message("hello", "assistant")]) is None
     assert pending_calls([user("hi")]) is None
     answered = [
-        asking(call("x", "c1")),
+        asking(tool_call("x", "c1")),
         Message.tool_message([ToolResultBlock(call_id="c1", output=1)]),
     ]
     assert pending_calls(answered) is None
@@ -362,7 +326,9 @@ async def test_async_tools_run_on_the_event_loop_and_sync_tools_in_a_worker_thre
         seen["sync"] = threading.get_ident()
         return "s"
 
-    ran = await run_node(ToolNode([on_loop, in_thread]), call("on_loop"), call("in_thread"))
+    ran = await run_node(
+        ToolNode([on_loop, in_thread]), tool_call("on_loop"), tool_call("in_thread")
+    )
     assert [ran.block(i).output for i in range(2)] == ["a", "s"]
     assert seen["async"] == loop_thread
     assert seen["sync"] != loop_thread
@@ -375,7 +341,7 @@ async def test_sync_tools_run_concurrently() -> None:
         barrier.wait()
         return n
 
-    ran = await run_node(ToolNode([meet]), *(call("meet", f"c{n}", n=n) for n in range(3)))
+    ran = await run_node(ToolNode([meet]), *(tool_call("meet", f"c{n}", n=n) for n in range(3)))
     assert [ran.block(i).output for i in range(3)] == [0, 1, 2]
     assert not any(ran.block(i).is_error for i in range(3))
 
@@ -385,14 +351,16 @@ async def test_sync_tools_run_concurrently() -> None:
 
 async def test_calls_run_concurrently() -> None:
     gate = Gate(release_at=3)  # each waits until all three have started: a deadlock if serial
-    ran = await run_node(ToolNode([gate.work]), *(call("work", f"c{n}", n=n) for n in range(3)))
+    ran = await run_node(
+        ToolNode([gate.work]), *(tool_call("work", f"c{n}", n=n) for n in range(3))
+    )
     assert [ran.block(i).output for i in range(3)] == [0, 1, 2]
     assert gate.peak == 3
 
 
 async def test_max_parallel_tools_caps_the_calls_running_at_once() -> None:
     gate = Gate(release_at=2)
-    calls = [call("work", f"c{n}", n=n) for n in range(5)]
+    calls = [tool_call("work", f"c{n}", n=n) for n in range(5)]
     ran = await run_node(ToolNode([gate.work]), *calls, config={"max_parallel_tools": 2})
     assert [ran.block(i).output for i in range(5)] == [0, 1, 2, 3, 4]
     assert gate.peak == 2
@@ -401,7 +369,7 @@ async def test_max_parallel_tools_caps_the_calls_running_at_once() -> None:
 async def test_at_most_eight_calls_run_at_once_by_default() -> None:
     assert DEFAULT_MAX_PARALLEL_TOOLS == 8
     gate = Gate(release_at=8)
-    calls = [call("work", f"c{n}", n=n) for n in range(12)]
+    calls = [tool_call("work", f"c{n}", n=n) for n in range(12)]
     ran = await run_node(ToolNode([gate.work]), *calls)
     assert len(ran.messages) == 12
     assert gate.peak == 8
@@ -409,7 +377,7 @@ async def test_at_most_eight_calls_run_at_once_by_default() -> None:
 
 async def test_max_parallel_tools_from_the_run_config_applies_in_a_graph() -> None:
     gate = Gate(release_at=2)
-    script = Script([call("work", f"c{n}", n=n) for n in range(4)], "ok")
+    script = Script([tool_call("work", f"c{n}", n=n) for n in range(4)], "ok")
     result = await invoke(loop([gate.work], script), inp("go"), {"max_parallel_tools": 2})
     assert len(results(result["state"].context)) == 4
     assert gate.peak == 2
@@ -427,7 +395,10 @@ async def test_tool_timeout_turns_a_hung_tool_into_an_error_result_and_others_fi
         return "quick"
 
     ran = await run_node(
-        ToolNode([hang, quick]), call("hang"), call("quick"), config={"tool_timeout": 0.05}
+        ToolNode([hang, quick]),
+        tool_call("hang"),
+        tool_call("quick"),
+        config={"tool_timeout": 0.05},
     )
     hung = ran.block(0)
     assert hung.is_error
@@ -444,7 +415,7 @@ async def test_tool_timeout_applies_to_sync_tools_too() -> None:
         return "late"
 
     try:
-        ran = await run_node(ToolNode([block]), call("block"), config={"tool_timeout": 0.05})
+        ran = await run_node(ToolNode([block]), tool_call("block"), config={"tool_timeout": 0.05})
     finally:
         release.set()  # let the worker thread end
     assert ran.block(0).is_error
@@ -461,7 +432,7 @@ async def test_without_tool_timeout_the_default_of_300_seconds_applies(
         await asyncio.Event().wait()
         return "never"
 
-    ran = await run_node(ToolNode([hang]), call("hang"))
+    ran = await run_node(ToolNode([hang]), tool_call("hang"))
     assert "did not finish within 0.05 s" in ran.block(0).output
 
 
@@ -494,7 +465,7 @@ async def test_return_values_become_json_ready_outputs(value: Any, output: Any) 
     def give() -> Any:
         return value
 
-    ran = await run_node(ToolNode([give]), call("give"))
+    ran = await run_node(ToolNode([give]), tool_call("give"))
     block = ran.block(0)
     assert block.output == output
     assert type(block.output) is type(output)
@@ -505,7 +476,7 @@ async def test_a_tool_returning_a_message_answers_with_its_text() -> None:
     def reply() -> Message:
         return Message.text_message("from a message", "assistant")
 
-    ran = await run_node(ToolNode([reply]), call("reply"))
+    ran = await run_node(ToolNode([reply]), tool_call("reply"))
     assert ran.block(0).output == "from a message"
 
 
@@ -518,7 +489,7 @@ async def test_a_tool_result_answers_the_model_and_updates_state_through_the_red
     def remember(note: str) -> ToolResult:
         return ToolResult(f"noted {note}", state={"notes": [note], "owner": "ann"})
 
-    script = Script([call("remember", "r", note="milk")], "ok")
+    script = Script([tool_call("remember", "r", note="milk")], "ok")
     result = await invoke(
         loop([remember], script, state=Notes), inp("go", notes=["eggs"], owner="bob")
     )
@@ -534,7 +505,7 @@ async def test_a_tool_result_with_is_error_is_a_failed_result() -> None:
     def refuse() -> ToolResult:
         return ToolResult("not allowed", is_error=True)
 
-    ran = await run_node(ToolNode([refuse]), call("refuse"))
+    ran = await run_node(ToolNode([refuse]), tool_call("refuse"))
     assert ran.updates == []
     block = ran.block(0)
     assert (block.output, block.is_error, block.status) == ("not allowed", True, "failed")
@@ -551,7 +522,7 @@ async def test_concurrent_tool_results_merge_through_the_reducer_in_call_order()
         second_done.set()
         return ToolResult("2", state={"notes": ["from second"]})
 
-    script = Script([call("first"), call("second")], "ok")
+    script = Script([tool_call("first"), tool_call("second")], "ok")
     result = await invoke(loop([first, second], script, state=Notes), inp("go"))
     assert result["state"].notes == ["from first", "from second"]
 
@@ -567,7 +538,7 @@ async def test_a_field_without_reducer_takes_the_value_of_the_later_call() -> No
         second_done.set()
         return ToolResult("2", state={"owner": "second"})
 
-    script = Script([call("first"), call("second")], "ok")
+    script = Script([tool_call("first"), tool_call("second")], "ok")
     result = await invoke(loop([first, second], script, state=Notes), inp("go"))
     assert result["state"].owner == "second"
 
@@ -579,7 +550,7 @@ async def test_an_unknown_tool_name_is_an_error_listing_the_available_tools() ->
     def sub(a: int, b: int) -> int:
         return a - b
 
-    ran = await run_node(ToolNode([sub, add]), call("mul", a=1, b=2))
+    ran = await run_node(ToolNode([sub, add]), tool_call("mul", a=1, b=2))
     block = ran.block(0)
     assert block.is_error
     assert block.status == "failed"
@@ -591,7 +562,7 @@ async def test_arguments_that_are_not_json_are_an_error_quoting_them() -> None:
     args, error = parse_arguments(raw)  # what the model layer keeps for such a call
     assert args == {}
     assert error is not None
-    message = asking(call("add", "bad"), metadata={"tool_call_errors": {"bad": error}})
+    message = asking(tool_call("add", "bad"), metadata={"tool_call_errors": {"bad": error}})
     ran = await drive(ToolNode([add]), AgentState(context=[user("go"), message]))
     block = ran.block(0)
     assert block.is_error
@@ -627,7 +598,7 @@ async def test_bad_arguments_in_openai_tools_calls_are_an_error(
 
 
 async def test_arguments_failing_validation_are_an_error_naming_the_parameter() -> None:
-    ran = await run_node(ToolNode([add]), call("add", a="two", b=2))
+    ran = await run_node(ToolNode([add]), tool_call("add", a="two", b=2))
     block = ran.block(0)
     assert block.is_error
     assert block.output.startswith("Error: Invalid arguments for tool 'add': a: ")
@@ -636,7 +607,9 @@ async def test_arguments_failing_validation_are_an_error_naming_the_parameter() 
 
 
 async def test_a_missing_or_unknown_argument_is_an_error_naming_it() -> None:
-    ran = await run_node(ToolNode([add]), call("add", "m", a=1), call("add", "u", a=1, b=2, c=3))
+    ran = await run_node(
+        ToolNode([add]), tool_call("add", "m", a=1), tool_call("add", "u", a=1, b=2, c=3)
+    )
     assert "b: Field required" in ran.block(0).output
     assert "c: Extra inputs are not permitted" in ran.block(1).output
 
@@ -645,7 +618,7 @@ async def test_an_exception_inside_a_tool_is_an_error_naming_it() -> None:
     def divide(a: int, b: int) -> float:
         return a / b
 
-    ran = await run_node(ToolNode([divide]), call("divide", a=1, b=0))
+    ran = await run_node(ToolNode([divide]), tool_call("divide", a=1, b=0))
     assert ran.block(0).output == (
         "Error: Tool 'divide' failed: ZeroDivisionError: division by zero"
     )
@@ -660,12 +633,12 @@ async def test_every_kind_of_failure_reaches_the_next_model_call_and_the_run_com
         raise ValueError("kaboom")
 
     bad_json = asking(
-        call("add", "json"),
-        call("nope", "unknown"),
-        call("add", "invalid", a="x", b=1),
-        call("boom", "raises"),
-        call("hang", "slow"),
-        call("add", "fine", a=1, b=2),
+        tool_call("add", "json"),
+        tool_call("nope", "unknown"),
+        tool_call("add", "invalid", a="x", b=1),
+        tool_call("boom", "raises"),
+        tool_call("hang", "slow"),
+        tool_call("add", "fine", a=1, b=2),
         metadata={"tool_call_errors": {"json": parse_arguments("{oops")[1]}},
     )
     script = Script(bad_json, "I will try again")
@@ -720,7 +693,7 @@ async def test_injected_parameters_are_not_offered_to_the_model() -> None:
 
 
 async def test_injected_parameters_receive_the_state_the_config_and_the_call_id() -> None:
-    script = Script([call("whoami", "call-42", query="me")], "ok")
+    script = Script([tool_call("whoami", "call-42", query="me")], "ok")
     config = {"thread_id": "th-1", "tenant": "acme"}
     result = await invoke(loop([whoami], script, state=Account), inp("hi", customer="ann"), config)
     output = results(result["state"].context)["call-42"].output
@@ -736,7 +709,7 @@ async def test_injected_parameters_receive_the_state_the_config_and_the_call_id(
 
 async def test_the_model_cannot_set_an_injected_parameter() -> None:
     ran = await run_node(
-        ToolNode([whoami]), call("whoami", query="x", tool_call_id="forged"), state=Account()
+        ToolNode([whoami]), tool_call("whoami", query="x", tool_call_id="forged"), state=Account()
     )
     assert ran.block(0).is_error
     assert "tool_call_id: Extra inputs are not permitted" in ran.block(0).output
@@ -752,7 +725,7 @@ async def test_the_idempotency_key_is_the_same_when_a_resumed_step_runs_the_tool
         keys.append(idempotency_key)
         return f"paid {amount}: {interrupt('pay?')}"
 
-    script = Script([call("pay", "p1", amount=3)], "done")
+    script = Script([tool_call("pay", "p1", amount=3)], "done")
     app = loop([pay], script, checkpointer=store)
     config = thread()
     await invoke(app, inp("go"), config)
@@ -795,7 +768,9 @@ async def test_a_tool_raising_cancelled_error_by_itself_is_an_error_and_the_othe
         """Give up."""
         raise asyncio.CancelledError
 
-    ran = await run_node(ToolNode([gives_up, add]), call("gives_up"), call("add", a=1, b=2))
+    ran = await run_node(
+        ToolNode([gives_up, add]), tool_call("gives_up"), tool_call("add", a=1, b=2)
+    )
     assert ran.block(0).is_error
     assert "raised CancelledError although nothing cancelled it" in ran.block(0).output
     assert ran.block(1).output == 3
@@ -815,7 +790,7 @@ async def test_cancelling_the_run_still_cancels_a_running_tool() -> None:
         return "never"
 
     app = tools_only([slow], checkpointer=InMemoryCheckpointer())
-    run = asyncio.create_task(app.ainvoke({"messages": [user("go"), asking(call("slow"))]}))
+    run = asyncio.create_task(app.ainvoke({"messages": [user("go"), asking(tool_call("slow"))]}))
     async with asyncio.timeout(WAIT):
         await started.wait()
     run.cancel()
@@ -840,7 +815,7 @@ async def test_a_tool_swallowing_the_run_cancellation_into_its_own_does_not_hide
 
     node = ToolNode([rewrap])
     state = AgentState()
-    state.context = [user("go"), asking(call("rewrap"))]
+    state.context = [user("go"), asking(tool_call("rewrap"))]
     running = asyncio.create_task(drive(node, state))
     async with asyncio.timeout(WAIT):
         await started.wait()
@@ -857,7 +832,7 @@ async def test_a_state_update_that_cannot_be_recorded_is_an_error_result_not_a_c
         """Save."""
         return ToolResult("saved", state={"blob": b"\xff\xfe"})
 
-    script = Script([call("save")], "done")
+    script = Script([tool_call("save")], "done")
     app = loop([save], script, state=Files, checkpointer=InMemoryCheckpointer())
     result = await invoke(app, inp("go"), thread())
     block = results(result["state"].context)["call_save"]
@@ -905,7 +880,7 @@ async def test_resume_after_an_interrupt_in_one_tool_replays_the_finished_call(
     store: BaseCheckpointer, how: str
 ) -> None:
     counter = Counter()
-    script = Script([call("counter", "call_count"), call("approve", "call_ask")], "done")
+    script = Script([tool_call("counter", "call_count"), tool_call("approve", "call_ask")], "done")
     app = loop([counter, approve], script, checkpointer=store)
     config = thread()
 
@@ -948,7 +923,7 @@ async def test_replayed_tool_results_apply_their_state_updates_once(
         ran.append("remember")
         return ToolResult("noted", state={"notes": ["once"], "owner": "ann"})
 
-    script = Script([call("remember"), call("approve")], "done")
+    script = Script([tool_call("remember"), tool_call("approve")], "done")
     app = loop([remember, approve], script, state=Notes, checkpointer=store)
     config = thread()
     await invoke(app, inp("go"), config)
@@ -967,7 +942,9 @@ async def test_two_interrupting_tools_are_answered_one_after_the_other(
         asked.append(what)
         return f"{what}: {interrupt(f'confirm {what}?')}"
 
-    script = Script([call("confirm", "c1", what="a"), call("confirm", "c2", what="b")], "done")
+    script = Script(
+        [tool_call("confirm", "c1", what="a"), tool_call("confirm", "c2", what="b")], "done"
+    )
     app = loop([confirm], script, checkpointer=store)
     config = thread()
     first = await invoke(app, inp("go"), config)
@@ -1000,7 +977,9 @@ async def test_a_call_recorded_in_the_ledger_before_the_step_runs_is_replayed(
     await store.aput_tool_result(
         config["thread_id"], "asst-1", "c1", {"message": recorded.model_dump(mode="json")}
     )
-    script = Script(asking(call("counter", "c1"), call("counter", "c2"), message_id="asst-1"))
+    script = Script(
+        asking(tool_call("counter", "c1"), tool_call("counter", "c2"), message_id="asst-1")
+    )
     result = await invoke(loop([counter], script, checkpointer=store), inp("go"), config)
     assert counter.calls == 1  # only c2
     outputs = {k: v.output for k, v in results(result["state"].context).items()}
@@ -1022,7 +1001,7 @@ async def test_after_a_crash_in_the_tools_step_finished_calls_are_replayed(
             await asyncio.Event().wait()  # the process "dies" here
         return "unstuck"
 
-    script = Script([call("counter", "c1"), call("stuck", "c2")], "done")
+    script = Script([tool_call("counter", "c1"), tool_call("stuck", "c2")], "done")
     config = {**thread(), "max_parallel_tools": 1}  # c2 starts once c1 is recorded
     first = asyncio.create_task(
         loop([counter, stuck], script, checkpointer=store).ainvoke(inp("go"), config)
@@ -1049,12 +1028,12 @@ async def test_without_a_checkpointer_there_is_no_ledger_and_nothing_to_resume()
     input runs the tool again, and a paused run cannot be resumed (and says so)."""
     counter = Counter()
     app = tools_only([counter])
-    asked = asking(call("counter", "c1"), message_id="asst-1")
+    asked = asking(tool_call("counter", "c1"), message_id="asst-1")
     config = thread()
     for _ in range(2):
         await invoke(app, {"messages": [user("go"), asked]}, config)
     assert counter.calls == 2
-    paused = loop([approve], Script([call("approve")], "done"))
+    paused = loop([approve], Script([tool_call("approve")], "done"))
     await invoke(paused, inp("go"), config)
     with pytest.raises(ValueError, match="Nothing to resume"):
         await invoke(paused, {"resume": "yes"}, config)
@@ -1071,7 +1050,7 @@ async def test_astream_shows_each_call_starting_then_its_result(granularity: str
     def boom() -> str:
         raise RuntimeError("x")
 
-    script = Script([call("weather", "w", city="Oslo"), call("boom", "b")], "ok")
+    script = Script([tool_call("weather", "w", city="Oslo"), tool_call("boom", "b")], "ok")
     app = loop([weather, boom], script)
     chunks = await stream(app, inp("go"), response_granularity=granularity)
     for call_id, name, args, is_error in (
@@ -1103,7 +1082,7 @@ async def test_astream_sends_each_tool_message_once() -> None:
     def weather(city: str) -> str:
         return f"sunny in {city}"
 
-    script = Script([call("weather", "w", city="Oslo")], "ok")
+    script = Script([tool_call("weather", "w", city="Oslo")], "ok")
     chunks = await stream(loop([weather], script), inp("go"))
     tool_chunks = [c for c in chunks if c.message is not None and c.message.role == "tool"]
     assert len(tool_chunks) == 1
@@ -1115,7 +1094,7 @@ async def test_astream_shows_tool_progress_when_the_tool_node_runs_beside_anothe
         return f"sunny in {city}"
 
     def asker(state: AgentState) -> Message:
-        return asking(call("weather", "w", city="Oslo"))
+        return asking(tool_call("weather", "w", city="Oslo"))
 
     def audit(state: AgentState) -> None:
         return None
@@ -1141,7 +1120,9 @@ async def test_ainvoke_and_astream_give_the_same_conversation() -> None:
         return f"sunny in {city}"
 
     def replies() -> Script:
-        return Script([call("weather", "w", city="Oslo"), call("weather", "v", city="Rome")], "ok")
+        return Script(
+            [tool_call("weather", "w", city="Oslo"), tool_call("weather", "v", city="Rome")], "ok"
+        )
 
     invoked = await loop([weather], replies()).ainvoke(inp("go"))
     chunks = await stream(loop([weather], replies()), inp("go"))
@@ -1175,7 +1156,7 @@ async def test_a_call_left_without_a_result_is_answered_with_a_stand_in_on_the_w
     openai_api.mock(return_value=provider_answer({"role": "assistant", "content": "sorry"}))
 
     def earlier_turn(state: AgentState) -> Message:  # asked for a tool nobody ran
-        return asking(call("lookup", "dangling", q="x"))
+        return asking(tool_call("lookup", "dangling", q="x"))
 
     graph = StateGraph()
     graph.add_node("earlier", earlier_turn)
@@ -1306,7 +1287,9 @@ async def test_an_agent_with_a_string_tag_or_no_tags_offers_what_it_names() -> N
 @pytest.mark.parametrize("limit", [0, -1, 2.5, "8", True])
 async def test_a_max_parallel_tools_that_is_not_a_positive_int_is_refused(limit: Any) -> None:
     with pytest.raises(ValueError, match="max_parallel_tools"):
-        await run_node(ToolNode([add]), call("add", a=1, b=2), config={"max_parallel_tools": limit})
+        await run_node(
+            ToolNode([add]), tool_call("add", a=1, b=2), config={"max_parallel_tools": limit}
+        )
 
 
 def test_two_tools_with_the_same_name_are_refused() -> None:
@@ -1338,7 +1321,7 @@ async def test_the_advertised_name_is_the_name_dispatched_on() -> None:
 
     node = ToolNode([search])
     assert names(node.all_tools_sync()) == ["search_docs"]
-    ran = await run_node(node, call("search_docs", "c1", query="x"), call("search", "c2"))
+    ran = await run_node(node, tool_call("search_docs", "c1", query="x"), tool_call("search", "c2"))
     assert ran.block(0).output == "found x"
     assert ran.block(1).is_error
     assert "There is no tool named 'search'. Available tools: search_docs." in ran.block(1).output
@@ -1351,7 +1334,7 @@ async def test_a_tool_result_updating_an_unknown_field_is_an_error_result_not_a_
     def bad() -> ToolResult:
         return ToolResult("ok", state={"no_such_field": 1})
 
-    script = Script([call("bad")], "done")
+    script = Script([tool_call("bad")], "done")
     result = await invoke(loop([bad], script, checkpointer=InMemoryCheckpointer()), inp("go"))
     block = results(result["state"].context)["call_bad"]
     assert block.is_error
@@ -1372,7 +1355,7 @@ async def test_replayed_state_updates_keep_their_types() -> None:
     def put() -> ToolResult:
         return ToolResult("added", state={"items": [Item(id="a", qty=1)]})
 
-    script = Script([call("put"), call("approve")], "done")
+    script = Script([tool_call("put"), tool_call("approve")], "done")
     app = loop([put, approve], script, state=Cart, checkpointer=InMemoryCheckpointer())
     config = thread()
     await invoke(app, inp("go"), config)

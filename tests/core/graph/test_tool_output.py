@@ -7,7 +7,6 @@ import dataclasses
 import datetime
 import decimal
 import enum
-import json
 import math
 import uuid
 from pathlib import Path
@@ -24,10 +23,7 @@ from tenxgraph.core.graph.tool_output import (
     sniff_mime_type,
     tool_output,
 )
-
-
-def strict_json(value: Any) -> Any:
-    return json.loads(json.dumps(value, allow_nan=False))
+from tests._helpers import strict_json
 
 
 def nested(levels: int) -> list[Any]:

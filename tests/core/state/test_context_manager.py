@@ -13,34 +13,8 @@ from tenxgraph.core.state import (
     BaseContextManager,
     Message,
     MessageContextManager,
-    ToolCallBlock,
-    ToolResultBlock,
 )
-
-_ids = itertools.count()
-
-
-def text(role: str, label: str = "") -> Message:
-    return Message.text_message(label or role, role, message_id=f"{role}-{next(_ids)}")  # type: ignore[arg-type]
-
-
-def call(*call_ids: str) -> Message:
-    return Message(
-        message_id=f"call-{next(_ids)}",
-        role="assistant",
-        content=[ToolCallBlock(id=c, name="f") for c in call_ids],
-    )
-
-
-def result(call_id: str) -> Message:
-    return Message.tool_message(
-        [ToolResultBlock(call_id=call_id, output="ok")], message_id=f"result-{next(_ids)}"
-    )
-
-
-def same_objects(got: list[Message], expected: list[Message]) -> bool:
-    return len(got) == len(expected) and all(g is e for g, e in zip(got, expected, strict=True))
-
+from tests._helpers import call, msg, result, same_objects
 
 # -- BaseContextManager -----------------------------------------------------------------------
 
@@ -71,7 +45,7 @@ async def test_complete_subclass_can_be_instantiated_and_used() -> None:
         async def atrim_context(self, state: AgentState) -> AgentState:
             return self.trim_context(state)
 
-    state = AgentState(context=[text("user"), text("assistant")])
+    state = AgentState(context=[msg("user"), msg("assistant")])
     assert len((await KeepLast().atrim_context(state)).context) == 1
     with pytest.raises(TypeError):
         BaseContextManager()  # type: ignore[abstract]
@@ -94,7 +68,7 @@ def test_defaults() -> None:
 
 
 def test_nothing_to_trim_returns_the_same_state() -> None:
-    context = [text("system"), text("user"), text("assistant"), text("user"), text("assistant")]
+    context = [msg("system"), msg("user"), msg("assistant"), msg("user"), msg("assistant")]
     state = AgentState(context=context)
     snapshot = list(state.context)
     assert MessageContextManager(max_messages=2).trim_context(state) is state
@@ -105,13 +79,13 @@ def test_nothing_to_trim_returns_the_same_state() -> None:
 
 def test_keeps_system_first_and_last_user_turns() -> None:
     sys, u1, a1, u2, a2, u3, a3 = (
-        text("system"),
-        text("user"),
-        text("assistant"),
-        text("user"),
-        text("assistant"),
-        text("user"),
-        text("assistant"),
+        msg("system"),
+        msg("user"),
+        msg("assistant"),
+        msg("user"),
+        msg("assistant"),
+        msg("user"),
+        msg("assistant"),
     )
     state = AgentState(context=[sys, u1, a1, u2, a2, u3, a3])
     trimmed = MessageContextManager(max_messages=2).trim_context(state)
@@ -119,7 +93,7 @@ def test_keeps_system_first_and_last_user_turns() -> None:
 
 
 def test_keeps_the_first_message_even_when_it_is_not_a_system_message() -> None:
-    u1, a1, u2, a2, u3, a3 = (text(r) for r in ["user", "assistant"] * 3)
+    u1, a1, u2, a2, u3, a3 = (msg(r) for r in ["user", "assistant"] * 3)
     state = AgentState(context=[u1, a1, u2, a2, u3, a3])
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
     assert same_objects(trimmed.context, [u1, u3, a3])
@@ -127,12 +101,12 @@ def test_keeps_the_first_message_even_when_it_is_not_a_system_message() -> None:
 
 def test_keeps_system_messages_from_the_trimmed_part() -> None:
     u1, a1, sys, u2, a2, u3 = (
-        text("user"),
-        text("assistant"),
-        text("system"),
-        text("user"),
-        text("assistant"),
-        text("user"),
+        msg("user"),
+        msg("assistant"),
+        msg("system"),
+        msg("user"),
+        msg("assistant"),
+        msg("user"),
     )
     state = AgentState(context=[u1, a1, sys, u2, a2, u3])
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
@@ -140,17 +114,17 @@ def test_keeps_system_messages_from_the_trimmed_part() -> None:
 
 
 def test_a_user_turn_keeps_everything_after_it() -> None:
-    u1, u2 = text("user"), text("user")
-    tail = [call("c1"), result("c1"), text("assistant"), text("system"), text("assistant")]
-    state = AgentState(context=[u1, text("assistant"), u2, *tail])
+    u1, u2 = msg("user"), msg("user")
+    tail = [call("c1"), result("c1"), msg("assistant"), msg("system"), msg("assistant")]
+    state = AgentState(context=[u1, msg("assistant"), u2, *tail])
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
     assert same_objects(trimmed.context, [u1, u2, *tail])
 
 
 def test_never_splits_a_tool_call_from_its_results() -> None:
-    u1, u2 = text("user"), text("user")
-    old = [call("c1", "c2"), result("c1"), result("c2"), text("assistant")]
-    recent = [call("c3"), result("c3"), text("assistant")]
+    u1, u2 = msg("user"), msg("user")
+    old = [call("c1", "c2"), result("c1"), result("c2"), msg("assistant")]
+    recent = [call("c3"), result("c3"), msg("assistant")]
     state = AgentState(context=[u1, *old, u2, *recent])
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
     assert same_objects(trimmed.context, [u1, u2, *recent])
@@ -158,7 +132,7 @@ def test_never_splits_a_tool_call_from_its_results() -> None:
 
 def test_a_first_message_that_calls_tools_keeps_its_results() -> None:
     first, first_result = call("c0"), result("c0")
-    u1, a1, u2, a2 = text("user"), text("assistant"), text("user"), text("assistant")
+    u1, a1, u2, a2 = msg("user"), msg("assistant"), msg("user"), msg("assistant")
     state = AgentState(context=[first, first_result, u1, a1, u2, a2])
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
     assert same_objects(trimmed.context, [first, first_result, u2, a2])
@@ -168,7 +142,7 @@ def test_trimming_does_not_modify_the_input_state() -> None:
     class Custom(AgentState):
         city: str = "Paris"
 
-    context = [text("user"), text("assistant"), text("user"), text("assistant")]
+    context = [msg("user"), msg("assistant"), msg("user"), msg("assistant")]
     state = Custom(context=context, context_summary="earlier")
     snapshot = list(state.context)
     trimmed = MessageContextManager(max_messages=1).trim_context(state)
@@ -180,7 +154,7 @@ def test_trimming_does_not_modify_the_input_state() -> None:
 
 
 def test_remove_tool_msgs_drops_finished_tool_exchanges() -> None:
-    u1, answer = text("user"), text("assistant")
+    u1, answer = msg("user"), msg("assistant")
     state = AgentState(context=[u1, call("c1"), result("c1"), answer])
     manager = MessageContextManager(max_messages=10, remove_tool_msgs=True)
     trimmed = manager.trim_context(state)
@@ -189,19 +163,19 @@ def test_remove_tool_msgs_drops_finished_tool_exchanges() -> None:
 
 
 def test_remove_tool_msgs_keeps_unfinished_exchanges() -> None:
-    u1, pending, done = text("user"), call("c1"), result("c1")
+    u1, pending, done = msg("user"), call("c1"), result("c1")
     state = AgentState(context=[u1, pending, done])
     manager = MessageContextManager(max_messages=10, remove_tool_msgs=True)
     assert manager.trim_context(state) is state
 
 
 def test_remove_tool_msgs_after_trimming() -> None:
-    u1, u2, answer = text("user"), text("user"), text("assistant")
+    u1, u2, answer = msg("user"), msg("user"), msg("assistant")
     context = [
         u1,
         call("c1"),
         result("c1"),
-        text("assistant"),
+        msg("assistant"),
         u2,
         call("c2"),
         result("c2"),
@@ -213,7 +187,7 @@ def test_remove_tool_msgs_after_trimming() -> None:
 
 
 def test_remove_tool_msgs_false_keeps_tool_exchanges() -> None:
-    context = [text("user"), call("c1"), result("c1"), text("assistant")]
+    context = [msg("user"), call("c1"), result("c1"), msg("assistant")]
     state = AgentState(context=context)
     assert MessageContextManager(max_messages=10).trim_context(state) is state
 
@@ -223,9 +197,9 @@ def test_remove_tool_msgs_false_keeps_tool_exchanges() -> None:
 async def test_atrim_context_matches_trim_context(
     max_messages: int, remove_tool_msgs: bool
 ) -> None:
-    context = [text("system"), text("user")]
+    context = [msg("system"), msg("user")]
     for i in range(6):
-        context += [text("user"), call(f"c{i}"), result(f"c{i}"), text("assistant")]
+        context += [msg("user"), call(f"c{i}"), result(f"c{i}"), msg("assistant")]
     state = AgentState(context=context)
     manager = MessageContextManager(max_messages=max_messages, remove_tool_msgs=remove_tool_msgs)
     sync = manager.trim_context(state)
@@ -237,8 +211,11 @@ async def test_atrim_context_matches_trim_context(
 # -- the invariants, over generated well-formed histories -------------------------------------
 
 
+_call_ids = itertools.count()  # tool call ids unique across every generated history
+
+
 def _exchange(draw: st.DrawFn) -> list[Message]:
-    call_ids = [f"c{next(_ids)}" for _ in range(draw(st.integers(1, 3)))]
+    call_ids = [f"c{next(_call_ids)}" for _ in range(draw(st.integers(1, 3)))]
     answered = draw(st.lists(st.sampled_from(call_ids), unique=True, max_size=len(call_ids)))
     return [call(*call_ids), *(result(c) for c in answered)]
 
@@ -249,7 +226,7 @@ def histories(draw: st.DrawFn) -> list[Message]:
     for kind in draw(
         st.lists(st.sampled_from(["user", "assistant", "system", "tools"]), max_size=25)
     ):
-        messages += _exchange(draw) if kind == "tools" else [text(kind)]
+        messages += _exchange(draw) if kind == "tools" else [msg(kind)]
     return messages
 
 

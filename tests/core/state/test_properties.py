@@ -3,7 +3,7 @@ agreement with a naive reference through forks and in-place changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from hypothesis import given, settings
@@ -34,6 +34,7 @@ from tenxgraph.core.state import (
     append_items,
 )
 from tenxgraph.core.state.message_block import RemoteToolCallBlock
+from tests._helpers import naive_add_messages, same_objects
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -275,20 +276,6 @@ def clean_histories(draw: st.DrawFn) -> list[Message]:
             seen.add(message.message_id)
             history.append(message)
     return history
-
-
-def naive_add_messages(left: Sequence[Message], right: Sequence[Message]) -> list[Message]:
-    seen = {m.message_id for m in left}
-    merged = list(left)
-    for message in right:
-        if not message.delta and message.message_id not in seen:
-            seen.add(message.message_id)
-            merged.append(message)
-    return merged
-
-
-def same_objects(got: Sequence[Message], expected: Sequence[Message]) -> bool:
-    return len(got) == len(expected) and all(g is e for g, e in zip(got, expected, strict=True))
 
 
 @SETTINGS

@@ -20,6 +20,7 @@ from tenxgraph.core.state import (
     replace_messages,
     replace_value,
 )
+from tests._helpers import naive_add_messages, same_objects
 
 
 def msg(message_id: str | int, *, delta: bool = False, role: Any = "user") -> Message:
@@ -28,22 +29,6 @@ def msg(message_id: str | int, *, delta: bool = False, role: Any = "user") -> Me
 
 def ids(messages: Sequence[Message]) -> list[str | int]:
     return [m.message_id for m in messages]
-
-
-def naive_add_messages(left: Sequence[Message], right: Sequence[Message]) -> list[Message]:
-    """The documented semantics, without any caching."""
-    seen = {m.message_id for m in left}
-    merged = list(left)
-    for message in right:
-        if message.delta or message.message_id in seen:
-            continue
-        seen.add(message.message_id)
-        merged.append(message)
-    return merged
-
-
-def same_objects(got: Sequence[Message], expected: Sequence[Message]) -> bool:
-    return len(got) == len(expected) and all(g is e for g, e in zip(got, expected, strict=True))
 
 
 # -- add_messages: the rules ------------------------------------------------------------------

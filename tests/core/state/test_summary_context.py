@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from tenxgraph.core.graph import Agent
-from tenxgraph.core.llm import FunctionModel, ModelInfo
+from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.llm.tokens import TokenCounter
 from tenxgraph.core.state import (
     AgentState,
     Message,
     SummaryContextManager,
-    ToolResultBlock,
 )
 from tenxgraph.core.state.summary import DEFAULT_SUMMARY_PROMPT
-from tests.core._history import call, msg, result
+from tests._helpers import Summarizer, call, msg, result, tool_pairs_intact
+from tests.core.graph._support import texts
 
 TOKENIZER = "openai/gpt-4o-mini"
 
@@ -36,24 +36,6 @@ def conversation(turns: int, start: int = 0) -> list[Message]:
     for i in range(start, start + turns):
         messages += [msg("user", f"question {i}"), msg("assistant", f"answer {i}")]
     return [*messages, msg("user", f"question {start + turns}")]
-
-
-class Summarizer:
-    """A FunctionModel function standing in for the summary model: answers "summary 1",
-    "summary 2"... (or `reply`), and keeps what it was asked."""
-
-    def __init__(self, reply: str | None = None) -> None:
-        self.reply = reply
-        self.calls: list[tuple[list[Message], ModelInfo]] = []
-
-    def __call__(self, messages: list[Message], info: ModelInfo) -> str:
-        self.calls.append((messages, info))
-        return self.reply if self.reply is not None else f"summary {len(self.calls)}"
-
-    @property
-    def asked(self) -> str:
-        """The user message of the last summary request (summary so far + transcript)."""
-        return self.calls[-1][0][-1].text()
 
 
 def manager(summarizer: Summarizer, **kwargs: Any) -> SummaryContextManager[AgentState]:
@@ -71,17 +53,6 @@ def carried(state: AgentState, view: AgentState, *more: Message) -> AgentState:
             "execution_meta": view.execution_meta,
         }
     )
-
-
-def tool_pairs_intact(messages: list[Message]) -> bool:
-    """Every tool call in `messages` has its results there, and every result its call."""
-    calls = {c.id for m in messages for c in m.tool_call_blocks()}
-    results = {b.call_id for m in messages for b in m.content if isinstance(b, ToolResultBlock)}
-    return calls == results
-
-
-def texts(messages: list[Message]) -> list[str]:
-    return [m.text() for m in messages]
 
 
 async def sent_to_model(view: AgentState) -> list[Message]:
