@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from tenxgraph.core.exceptions import ResourceNotFoundError
-from tenxgraph.core.graph.engine import WANTED, Run, RunSettings
+from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.merge import apply_update, copy_message, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
+from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.routing import Routing
+from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.sync_bridge import SyncBridge
+from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
-from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
-from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.utils.constants import ResponseGranularity
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
-    from tenxgraph.core.state.agent_state import Reducer
 
 Input = dict[str, Any] | None
 Config = dict[str, Any] | None
-
-_LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 
 
 class CompiledGraph:
@@ -50,28 +45,39 @@ class CompiledGraph:
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
     ) -> None:
+        state_type = type(state)
+        self.state_type: type[AgentState] = state_type
+        self._program = program = Program.build(
+            state_type, specs, routing, checkpointer, interrupt_before, interrupt_after
+        )
+        self.context_manager = context_manager
         # every new thread starts from a copy of this: the given state, as it would come
         # back from storage
-        self._initial = type(state).model_validate(state.model_dump(mode="json"))
-        self.state_type: type[AgentState] = type(state)
-        self._specs = specs
-        self._routing = routing
-        self.checkpointer = checkpointer
-        self.context_manager = context_manager
-        self.interrupt_before = interrupt_before
-        self.interrupt_after = interrupt_after
-        self._fields = frozenset(self.state_type.model_fields)
-        reducers = dict(self.state_type.field_reducers())
-        self._merge_messages: Reducer = reducers.pop("context", add_messages)
-        self._append_only = self._merge_messages is add_messages
-        self._reducers = reducers
-        # per (event loop, thread): the runs waiting for their turn on that thread
-        self._turns: dict[tuple[int, str], deque[asyncio.Future[None]]] = {}
-        self._live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
-        self._active: dict[str, Run] = {}
+        initial = state_type.model_validate(state.model_dump(mode="json"))
+        self._threads = Threads(program, initial)
         # the sync API runs on the process's one loop thread, shared by every graph: an
         # executor, not state (this graph's checkpointer, callbacks and ids stay its own)
         self._loop_thread = SyncBridge(f"graph-{id(self):x}", closing=checkpointer)
+
+    @property
+    def checkpointer(self) -> BaseCheckpointer | None:
+        """Where this app keeps its threads (None: nowhere)."""
+        return self._program.checkpointer
+
+    @checkpointer.setter
+    def checkpointer(self, checkpointer: BaseCheckpointer | None) -> None:
+        if checkpointer is not None:
+            checkpointer.bind_state_type(self.state_type)
+        self._program.checkpointer = checkpointer
+        self._loop_thread.closing = checkpointer
+
+    @property
+    def interrupt_before(self) -> frozenset[str]:
+        return self._program.interrupt_before
+
+    @property
+    def interrupt_after(self) -> frozenset[str]:
+        return self._program.interrupt_after
 
     # -- running ---------------------------------------------------------------------------
 
@@ -80,7 +86,7 @@ class CompiledGraph:
             granularity = ResponseGranularity(granularity)
         settings = RunSettings.from_config(config, streaming)
         want = WANTED[granularity] if streaming else frozenset()
-        return Run(self, input_data, settings, want, granularity)
+        return Run(self._program, self._threads, input_data, settings, want, granularity)
 
     async def ainvoke(
         self,
@@ -168,22 +174,23 @@ class CompiledGraph:
         if self.checkpointer is None:
             raise ValueError("update_state needs a graph compiled with a checkpointer")
         thread_id = thread_id_of(config)
-        update = normalize(values, "update_state", self._fields)
+        program, threads = self._program, self._threads
+        update = normalize(values, "update_state", program.fields)
         if update.goto is not None or update.state is not None:
             raise ValueError("update_state takes field values or messages, not a Command or state")
-        key = await self._take_turn(thread_id)
+        key = await threads.take_turn(thread_id)
         try:
-            state, version, _ = await self._checkout(thread_id)
+            state, version, _ = await threads.checkout(thread_id)
             before = state.context
             edited = _edits(thread_id, before, update.messages, replace)
             if edited:
                 update.messages = [m for m in update.messages if m.message_id not in edited]
                 state.context = [edited.get(m.message_id, m) for m in before]
-            apply_update(self, state, update, "update_state")
+            apply_update(program, state, update, "update_state")
             added = (
                 None
                 if edited
-                else log_entries(before, state.context, self._append_only, version is None)
+                else log_entries(before, state.context, program.append_only, version is None)
             )
             return await self.checkpointer.asave(
                 thread_id,
@@ -193,7 +200,7 @@ class CompiledGraph:
                 rewrite=added is None,
             )
         finally:
-            self._end_turn(key)
+            threads.end_turn(key)
 
     def update_state(self, config: dict[str, Any], values: Any, *, replace: bool = False) -> int:
         async def update() -> int:
@@ -208,7 +215,7 @@ class CompiledGraph:
         (its running node is cancelled); one in another process sharing the checkpointer stops
         at its next step boundary."""
         thread_id = thread_id_of(config)
-        run = self._active.get(thread_id)
+        run = self._threads.active.get(thread_id)
         if run is not None:
             loop = run.loop
             if loop is None or loop is asyncio.get_running_loop():
@@ -225,7 +232,7 @@ class CompiledGraph:
 
     def stop(self, config: dict[str, Any]) -> dict[str, Any]:
         thread_id = thread_id_of(config)
-        run = self._active.get(thread_id)
+        run = self._threads.active.get(thread_id)
         if run is not None and run.loop is not None:
             run.loop.call_soon_threadsafe(run.request_stop)
             return {"ok": True, "running": True}
@@ -238,13 +245,14 @@ class CompiledGraph:
         gives a Mermaid flowchart that renders in any Markdown viewer."""
         from tenxgraph.core.graph.drawing import graph_of
 
-        return graph_of(self._specs, self._routing)
+        return graph_of(self._program.specs, self._program.routing)
 
     def override_node(self, name: str, func: NodeFunc) -> CompiledGraph:
         """Replace a node's function (tests, mocks); edges stay as they are."""
-        if name not in self._specs:
-            raise KeyError(f"No node named {name!r}; nodes are {sorted(self._specs)}")
-        self._specs[name] = compile_node(name, func, self._specs[name].index)
+        specs = self._program.specs
+        if name not in specs:
+            raise KeyError(f"No node named {name!r}; nodes are {sorted(specs)}")
+        specs[name] = compile_node(name, func, specs[name].index)
         return self
 
     async def aclose(self) -> None:
@@ -261,98 +269,6 @@ class CompiledGraph:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # -- internals used by runs ------------------------------------------------------------
-
-    async def _take_turn(
-        self,
-        thread_id: str,
-        strategy: str = "reject",
-        deadline: float | None = None,
-        waited: float | None = None,
-    ) -> tuple[int, str]:
-        """Take `thread_id` among this app's runs on this event loop, by the multitask
-        strategy: refuse at once while another run holds it (`reject`), wait for it
-        (`enqueue`, until the `time.monotonic()` `deadline`, `waited` seconds from the run's
-        start), or stop it and wait (`interrupt`). Other apps and processes are kept out by
-        the checkpointer's lease. Returns the key to give back to `_end_turn`."""
-        loop = asyncio.get_running_loop()
-        key = (id(loop), thread_id)
-        waiting = self._turns.get(key)
-        if waiting is None:  # nobody else: no lock object at all
-            self._turns[key] = deque()
-            return key
-        holder = self._active.get(thread_id)
-        lease = None if holder is None else holder.lease
-        owner = "a run of this app" if lease is None else lease.owner
-        if strategy == "reject":
-            raise busy_error(thread_id, owner, None)
-        if strategy == "interrupt" and holder is not None:
-            holder.request_stop()
-        turn = loop.create_future()
-        waiting.append(turn)
-        try:
-            async with asyncio.timeout_at(deadline):  # the loop's clock is time.monotonic()
-                await turn
-        except (asyncio.CancelledError, TimeoutError) as exc:
-            if turn.done() and not turn.cancelled():  # handed the turn just as we gave up
-                self._end_turn(key)
-            if isinstance(exc, TimeoutError):
-                raise waited_error(thread_id, owner, waited) from exc
-            raise
-        return key
-
-    def _end_turn(self, key: tuple[int, str]) -> None:
-        """Hand the thread to the next run waiting for it, if any."""
-        waiting = self._turns[key]
-        while waiting:
-            turn = waiting.popleft()
-            if not turn.done():  # not given up (cancelled) while waiting
-                turn.set_result(None)
-                return
-        del self._turns[key]
-
-    def _new_state(self) -> AgentState:
-        return copied(self._initial)
-
-    async def _checkout(
-        self, thread_id: str, version: int | None = None
-    ) -> tuple[AgentState, int | None, bool]:
-        """The thread's state for a run, the version it is at, and whether it was loaded from
-        an older `version` (a fork). Kept from the last run if still current, else loaded; a
-        fresh state for a new thread. The run owns it until it ends."""
-        checkpointer = self.checkpointer
-        if checkpointer is None:
-            if version is not None:
-                raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
-            return self._new_state(), None, False
-        kept = self._live.pop(thread_id, None)
-        head = await checkpointer.aversion(thread_id)
-        if version is not None:
-            if head is None:
-                raise ResourceNotFoundError(
-                    f"Thread {thread_id!r} does not exist, so it has no version {version}",
-                    context={"thread_id": thread_id, "version": version},
-                )
-            if version != head:
-                snapshot = await checkpointer.aload(thread_id, self.state_type, version)
-                assert snapshot is not None
-                return snapshot.state, head, True
-        if kept is not None and kept[0] == head:
-            return kept[1], head, False
-        if head is None:
-            return self._new_state(), None, False
-        snapshot = await checkpointer.aload(thread_id, self.state_type)
-        if snapshot is None:
-            return self._new_state(), None, False
-        return snapshot.state, snapshot.version, False
-
-    def _remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
-        if self.checkpointer is None or version is None:
-            return
-        self._live[thread_id] = (version, state)
-        if len(self._live) > _LIVE_THREADS:
-            self._live.popitem(last=False)
 
 
 def _edits(

@@ -3,6 +3,7 @@ the state, merging through reducers, validating assigned fields, copying what is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -14,7 +15,7 @@ from tenxgraph.core.state._construct import assemble, copied
 from tenxgraph.core.state.message import copy_plain_text
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph.compiled_graph import CompiledGraph
+    from tenxgraph.core.graph.program import Program
 
 
 RUNTIME_FIELDS = frozenset({"context", "execution_meta"})
@@ -118,9 +119,9 @@ def log_entries(
     return list(after) if new_thread else tail(before, after, append_only)
 
 
-def merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], who: str) -> None:
+def merge_fields(program: Program, state: AgentState, values: dict[str, Any], who: str) -> None:
     """Merge field updates through their reducers; fields without one are replaced."""
-    reducers = app._reducers
+    reducers = program.reducers
     for key, value in values.items():
         reducer = reducers.get(key)
         if reducer is None:
@@ -135,11 +136,63 @@ def merge_fields(app: CompiledGraph, state: AgentState, values: dict[str, Any], 
                 fields[key] = reducer(fields[key], value)
 
 
-def apply_update(app: CompiledGraph, state: AgentState, update: NodeOutput, who: str) -> None:
+def apply_update(program: Program, state: AgentState, update: NodeOutput, who: str) -> None:
     """Apply one normalised update (messages, then fields) to `state`."""
     if update.messages:
-        state.context = app._merge_messages(state.context, update.messages)
-    merge_fields(app, state, update.fields, who)
+        state.context = program.merge_messages(state.context, update.messages)
+    merge_fields(program, state, update.fields, who)
+
+
+def apply_step(
+    program: Program,
+    state: AgentState,
+    step: Sequence[tuple[str, NodeOutput, AgentState, list[Message]]],
+    pre: dict[str, Any],
+    pre_len: int,
+) -> None:
+    """Merge a step's outputs into the state, node by node in graph order. `step` holds, per
+    node: its name, its output, its view of the state and the view's `context` list as it
+    was before the step.
+
+    Besides what a node returned, it may have changed its view of the state in place
+    (assigned a field, appended to `context`) or returned another state object. Those
+    changes are found by comparing with the bindings from before the step (`pre`) and merged
+    like returned updates: new messages through the context reducer, an assigned field as a
+    replacement of its value. A single node's view is the state itself (its in-place changes
+    are undone first); parallel nodes each get their own view.
+    """
+    replaced: list[dict[str, Any]] = []
+    for name, out, view, view_context in step:
+        changes: dict[str, Any] = {}
+        extra = view_changes(view, view_context, pre, pre_len, changes)
+        returned = out.state
+        if returned is not None and returned is not view:
+            if type(returned) is not type(state):
+                raise NodeError(
+                    f"Node {name!r} returned a {type(returned).__name__}; "
+                    f"this graph's state is {type(state).__name__}",
+                    "NODE_002",
+                    {"node": name},
+                )
+            extra += context_changes(returned, pre["context"], pre_len)
+            for key, value in returned.__dict__.items():
+                if key not in RUNTIME_FIELDS and value is not pre[key]:
+                    changes[key] = value
+        if extra:
+            out.messages[:0] = extra
+        replaced.append(changes)
+    if len(step) == 1:
+        messages = step[0][1].messages
+    else:
+        messages = [m for _, out, _, _ in step for m in out.messages]
+    if messages:
+        set_fields(state, context=program.merge_messages(state.context, messages))
+    for (name, out, _, _), changes in zip(step, replaced, strict=True):
+        if changes or out.fields:
+            who = f"node {name!r}"
+            for key, value in changes.items():
+                assign(state, key, value, who)
+            merge_fields(program, state, out.fields, who)
 
 
 def assign(state: AgentState, name: str, value: Any, who: str) -> None:
@@ -178,6 +231,7 @@ def input_messages(value: Any) -> list[Message]:
 
 __all__ = [
     "RUNTIME_FIELDS",
+    "apply_step",
     "apply_update",
     "assign",
     "context_changes",

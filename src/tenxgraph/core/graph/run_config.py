@@ -1,4 +1,5 @@
-"""The keys of a run's config the runtime reads, and the check that catches the ones it cannot.
+"""A run's config: the keys the runtime reads, the check that catches the ones it cannot, and
+`RunSettings`, the parts the engine itself uses.
 
 Any other key is the caller's own data, passed on to nodes, conditions and tools that take
 `config`. A key that looks like one of ours but is misspelt, or one that peers read but we do
@@ -7,7 +8,20 @@ not (run budgets), is refused: silently ignoring `max_tool_calls=3` would run 50
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
+
+from tenxgraph.core.state.message import generate_id
+from tenxgraph.core.state.stream_chunks import StreamEvent
+from tenxgraph.storage.checkpointer.base import valid_thread_id
+from tenxgraph.utils.constants import (
+    DEFAULT_ANONYMOUS_USER_ID,
+    DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
+    DEFAULT_NODE_TIMEOUT_SECONDS,
+    DEFAULT_RECURSION_LIMIT,
+    ResponseGranularity,
+)
 
 #: what a run does when another run holds its thread (the names of LangGraph's server)
 MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt")
@@ -91,4 +105,66 @@ def _problem(key: str) -> str | None:
     return None
 
 
-__all__ = ["KNOWN_CONFIG_KEYS", "MULTITASK_STRATEGIES", "check_config_keys"]
+WANTED: dict[ResponseGranularity, frozenset[StreamEvent]] = {
+    ResponseGranularity.LOW: frozenset({StreamEvent.MESSAGE, StreamEvent.ERROR}),
+    ResponseGranularity.PARTIAL: frozenset(
+        {StreamEvent.MESSAGE, StreamEvent.ERROR, StreamEvent.STATE}
+    ),
+    ResponseGranularity.FULL: frozenset(StreamEvent),
+}
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """The parts of a run's config the engine itself reads."""
+
+    thread_id: str
+    run_id: str
+    recursion_limit: int
+    node_timeout: float | None
+    node_config: dict[str, Any]
+    checkpoint_version: int | None = None
+    # what this run does when another run holds its thread: "reject", "enqueue", "interrupt"
+    multitask_strategy: str = "reject"
+    enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
+        given = dict(config or {})
+        found = given.get("thread_id")  # none: a new thread with a random id
+        thread_id = str(uuid.uuid4()) if found is None else valid_thread_id(found)
+        run_id = str(given.get("run_id") or generate_id())
+        limit = given.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"config['recursion_limit'] must be a positive int, got {limit!r}")
+        timeout = given.get("node_timeout", DEFAULT_NODE_TIMEOUT_SECONDS)
+        if timeout is not None and not isinstance(timeout, (int, float)):
+            raise ValueError(f"config['node_timeout'] must be seconds or None, got {timeout!r}")
+        given.update(thread_id=thread_id, run_id=run_id, recursion_limit=limit, is_stream=streaming)
+        given.setdefault("user_id", DEFAULT_ANONYMOUS_USER_ID)
+        given.setdefault("node_timeout", timeout)
+        fork = given.get("checkpoint_version")
+        if fork is not None and (not isinstance(fork, int) or isinstance(fork, bool) or fork < 1):
+            raise ValueError(f"config['checkpoint_version'] must be a version number, got {fork!r}")
+        strategy = given.get("multitask_strategy", "reject")
+        if strategy not in MULTITASK_STRATEGIES:
+            raise ValueError(
+                f"config['multitask_strategy'] must be one of {list(MULTITASK_STRATEGIES)}, got "
+                f"{strategy!r}: what a run does when another run holds its thread"
+            )
+        wait = given.get("enqueue_timeout", DEFAULT_ENQUEUE_TIMEOUT_SECONDS)
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
+            raise ValueError(f"config['enqueue_timeout'] must be seconds or None, got {wait!r}")
+        check_config_keys(given)
+        return cls(
+            thread_id, run_id, limit, timeout if timeout else None, given, fork, strategy, wait
+        )
+
+
+__all__ = [
+    "KNOWN_CONFIG_KEYS",
+    "MULTITASK_STRATEGIES",
+    "WANTED",
+    "RunSettings",
+    "check_config_keys",
+]

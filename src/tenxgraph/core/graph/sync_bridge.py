@@ -185,7 +185,7 @@ class SyncBridge:
 
     def __init__(self, name: str, *, closing: Closeable | None = None) -> None:
         self.name = name
-        self._closing = closing
+        self.closing = closing
 
     def _loop_for_call(self) -> tuple[_LoopThread, bool]:
         """The loop to run a call on, and whether it is a temporary one to close after it.
@@ -201,8 +201,8 @@ class SyncBridge:
                     "(await app.ainvoke(...))"
                 )
             return _LoopThread("tenxgraph-nested-loop"), True
-        if self._closing is not None:
-            _PROCESS_LOOP.close_at_exit(self._closing)
+        if self.closing is not None:
+            _PROCESS_LOOP.close_at_exit(self.closing)
         return _PROCESS_LOOP.get(), False
 
     async def _as_owner(self, awaitable: Awaitable[T]) -> T:

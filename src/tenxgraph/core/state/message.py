@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-from tenxgraph.core.state._construct import assemble, template
+from tenxgraph.core.state._construct import (
+    _new,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+    _setattr,
+    assemble,
+    template,
+)
 from tenxgraph.core.state.message_block import (
     AudioBlock,
     ContentBlock,
@@ -263,6 +271,7 @@ assert {n for n, f in Message.model_fields.items() if f.default_factory} == {
 }, "Message gained a field with a default factory: update _text_message"
 assert {n for n, f in TextBlock.model_fields.items() if f.default_factory} == {"annotations"}
 _TEXT_BLOCK = template(TextBlock, text="")
+_time = time.time
 
 
 def _text_block(text: str, fields_set: set[str] | None = None) -> TextBlock:
@@ -278,17 +287,32 @@ _TEXT_MESSAGE = template(Message, message_id="", role="user", content=[])
 
 def _text_message(content: str, role: str, message_id: str | int, delta: bool) -> Message:
     """`Message.text_message` without validation: every value here is already known valid.
-    Streaming makes one of these per token, so it is kept to dict copies."""
+    Streaming makes one of these per token, so `assemble` is written out here for the block
+    and the message (a fifth of the cost, measured in instructions)."""
+    block_fields = _TEXT_BLOCK.copy()
+    block_fields["text"] = content
+    block_fields["annotations"] = []
+    block = _new(TextBlock)
+    _setattr(block, "__dict__", block_fields)
+    _set_fields_set(block, {"text"})
+    _set_extra(block, None)
+    _set_private(block, None)
     fields = _TEXT_MESSAGE.copy()
     fields["message_id"] = message_id
     fields["role"] = role
-    fields["content"] = [_text_block(content)]
-    fields["timestamp"] = time.time()
+    fields["content"] = [block]
+    fields["timestamp"] = _time()
     fields["metadata"] = {}
+    message = _new(Message)
+    _setattr(message, "__dict__", fields)
     if delta:
         fields["delta"] = True
-        return assemble(Message, fields, {"message_id", "role", "content", "delta"})
-    return assemble(Message, fields, {"message_id", "role", "content"})
+        _set_fields_set(message, {"message_id", "role", "content", "delta"})
+    else:
+        _set_fields_set(message, {"message_id", "role", "content"})
+    _set_extra(message, None)
+    _set_private(message, None)
+    return message
 
 
 def copy_plain_text(message: Message) -> Message | None:

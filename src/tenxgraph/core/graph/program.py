@@ -1,0 +1,60 @@
+"""`Program`: what a compiled graph runs, worked out once at compile time.
+
+The engine reads only this (nodes, edges, reducers, breakpoints, the checkpointer), never the
+app object that holds it, so the run loop depends on what it runs and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenxgraph.core.graph.node import NodeSpec
+from tenxgraph.core.graph.routing import Routing
+from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.agent_state import Reducer
+from tenxgraph.core.state.reducers import add_messages
+from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+
+
+@dataclass(slots=True, eq=False)
+class Program:
+    """A graph's nodes, edges and merge rules, as every run of it uses them."""
+
+    state_type: type[AgentState]
+    specs: dict[str, NodeSpec]
+    routing: Routing
+    checkpointer: BaseCheckpointer | None
+    interrupt_before: frozenset[str]
+    interrupt_after: frozenset[str]
+    fields: frozenset[str]  # the state's field names
+    reducers: dict[str, Reducer]  # by field, `context` apart
+    merge_messages: Reducer  # the `context` reducer
+    append_only: bool  # `merge_messages` is `add_messages`, which only appends
+
+    @classmethod
+    def build(
+        cls,
+        state_type: type[AgentState],
+        specs: dict[str, NodeSpec],
+        routing: Routing,
+        checkpointer: BaseCheckpointer | None,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+    ) -> Program:
+        reducers = dict(state_type.field_reducers())
+        merge_messages = reducers.pop("context", add_messages)
+        return cls(
+            state_type,
+            specs,
+            routing,
+            checkpointer,
+            interrupt_before,
+            interrupt_after,
+            frozenset(state_type.model_fields),
+            reducers,
+            merge_messages,
+            merge_messages is add_messages,
+        )
+
+
+__all__ = ["Program"]

@@ -1,0 +1,137 @@
+"""`Threads`: what one app knows about its threads in this process.
+
+Which run holds each thread (runs of this app on one event loop queue here; other apps and
+processes are kept out by the checkpointer's lease), and the live state of recently run
+threads, so that the next turn on a thread need not load it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from typing import Protocol
+
+from tenxgraph.core.exceptions import ResourceNotFoundError
+from tenxgraph.core.graph.program import Program
+from tenxgraph.core.state import AgentState
+from tenxgraph.core.state._construct import copied
+from tenxgraph.storage.checkpointer.lease import Lease, busy_error, waited_error
+
+LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
+
+
+class Holder(Protocol):
+    """A run as the thread registry sees it."""
+
+    lease: Lease | None
+    loop: asyncio.AbstractEventLoop | None  # the loop it runs on, once started
+
+    def request_stop(self) -> None: ...
+
+
+class Threads:
+    """Per app: the runs holding threads, their waiting queues and the states kept warm."""
+
+    def __init__(self, program: Program, initial: AgentState) -> None:
+        self.program = program
+        self.initial = initial  # every new thread starts from a copy of this
+        # per (event loop, thread): the runs waiting for their turn on that thread
+        self.turns: dict[tuple[int, str], deque[asyncio.Future[None]]] = {}
+        self.live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
+        self.active: dict[str, Holder] = {}
+
+    async def take_turn(
+        self,
+        thread_id: str,
+        strategy: str = "reject",
+        deadline: float | None = None,
+        waited: float | None = None,
+    ) -> tuple[int, str]:
+        """Take `thread_id` among this app's runs on this event loop, by the multitask
+        strategy: refuse at once while another run holds it (`reject`), wait for it
+        (`enqueue`, until the `time.monotonic()` `deadline`, `waited` seconds from the run's
+        start), or stop it and wait (`interrupt`). Returns the key to give back to
+        `end_turn`."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), thread_id)
+        waiting = self.turns.get(key)
+        if waiting is None:  # nobody else: no lock object at all
+            self.turns[key] = deque()
+            return key
+        holder = self.active.get(thread_id)
+        lease = None if holder is None else holder.lease
+        owner = "a run of this app" if lease is None else lease.owner
+        if strategy == "reject":
+            raise busy_error(thread_id, owner, None)
+        if strategy == "interrupt" and holder is not None:
+            holder.request_stop()
+        turn = loop.create_future()
+        waiting.append(turn)
+        try:
+            async with asyncio.timeout_at(deadline):  # the loop's clock is time.monotonic()
+                await turn
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            if turn.done() and not turn.cancelled():  # handed the turn just as we gave up
+                self.end_turn(key)
+            if isinstance(exc, TimeoutError):
+                raise waited_error(thread_id, owner, waited) from exc
+            raise
+        return key
+
+    def end_turn(self, key: tuple[int, str]) -> None:
+        """Hand the thread to the next run waiting for it, if any."""
+        waiting = self.turns[key]
+        while waiting:
+            turn = waiting.popleft()
+            if not turn.done():  # not given up (cancelled) while waiting
+                turn.set_result(None)
+                return
+        del self.turns[key]
+
+    def new_state(self) -> AgentState:
+        return copied(self.initial)
+
+    async def checkout(
+        self, thread_id: str, version: int | None = None
+    ) -> tuple[AgentState, int | None, bool]:
+        """The thread's state for a run, the version it is at, and whether it was loaded from
+        an older `version` (a fork). Kept from the last run if still current, else loaded; a
+        fresh state for a new thread. The run owns it until it ends."""
+        checkpointer = self.program.checkpointer
+        if checkpointer is None:
+            if version is not None:
+                raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
+            return self.new_state(), None, False
+        kept = self.live.pop(thread_id, None)
+        head = await checkpointer.aversion(thread_id)
+        state_type = self.program.state_type
+        if version is not None:
+            if head is None:
+                raise ResourceNotFoundError(
+                    f"Thread {thread_id!r} does not exist, so it has no version {version}",
+                    context={"thread_id": thread_id, "version": version},
+                )
+            if version != head:
+                snapshot = await checkpointer.aload(thread_id, state_type, version)
+                assert snapshot is not None
+                return snapshot.state, head, True
+        if kept is not None and kept[0] == head:
+            return kept[1], head, False
+        if head is None:
+            return self.new_state(), None, False
+        snapshot = await checkpointer.aload(thread_id, state_type)
+        if snapshot is None:
+            return self.new_state(), None, False
+        return snapshot.state, snapshot.version, False
+
+    def remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
+        """Keep a run's final state for the thread's next run (the least recently run
+        threads beyond `LIVE_THREADS` are dropped; they are loaded again when needed)."""
+        if self.program.checkpointer is None or version is None:
+            return
+        self.live[thread_id] = (version, state)
+        if len(self.live) > LIVE_THREADS:
+            self.live.popitem(last=False)
+
+
+__all__ = ["LIVE_THREADS", "Holder", "Threads"]
