@@ -14,13 +14,13 @@ import pytest
 
 from tenxgraph.core.graph import Agent
 from tenxgraph.core.llm import FunctionModel
+from tenxgraph.core.llm.summary import DEFAULT_SUMMARY_PROMPT
 from tenxgraph.core.llm.tokens import TokenCounter
 from tenxgraph.core.state import (
     AgentState,
     Message,
     SummaryContextManager,
 )
-from tenxgraph.core.state.summary import DEFAULT_SUMMARY_PROMPT
 from tests._helpers import Summarizer, call, msg, result, tool_pairs_intact
 from tests.core.graph._support import texts
 
@@ -164,7 +164,7 @@ async def test_an_empty_summary_leaves_the_context_untrimmed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     state = AgentState(context=conversation(4))
-    with caplog.at_level(logging.WARNING, logger="tenxgraph.core.state.summary"):
+    with caplog.at_level(logging.WARNING, logger="tenxgraph.core.llm.summary"):
         view = await manager(Summarizer(reply="  "), max_messages=8, keep_recent=2).atrim_context(
             state
         )

@@ -19,10 +19,10 @@ from tenxgraph.core.llm.litellm_client import LiteLLMClient
 from tenxgraph.core.llm.models import FallbackModel, resolve, resolve_fallback
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
+from tenxgraph.core.llm.summary import RECORD, SUMMARY_NOTE
 from tenxgraph.core.redaction import get_logger, remember_settings
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.core.state.summary import RECORD, SUMMARY_NOTE
 
 logger = get_logger(__name__)
 

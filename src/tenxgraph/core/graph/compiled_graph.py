@@ -12,12 +12,12 @@ from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normaliz
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
-from tenxgraph.core.graph.sync_bridge import SyncBridge
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
+from tenxgraph.utils.sync_bridge import SyncBridge
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph

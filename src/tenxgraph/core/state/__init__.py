@@ -1,7 +1,11 @@
 """The data model: content blocks, messages, state, reducers, stream chunks, context managers.
 
-Pure data, no I/O: everything here is a pydantic model or a plain function.
+Pure data, no I/O: everything here is a pydantic model or a plain function. The one context
+manager that calls a model, `SummaryContextManager`, lives with the model clients
+(`tenxgraph.core.llm.summary`) and is importable from here too, loaded on first use.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager, MessageContextManager
@@ -36,8 +40,19 @@ from tenxgraph.core.state.reducers import (
     replace_value,
 )
 from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
-from tenxgraph.core.state.summary import SummaryContextManager
 from tenxgraph.core.state.tool_result import ToolResult
+
+if TYPE_CHECKING:
+    from tenxgraph.core.llm.summary import SummaryContextManager
+
+
+def __getattr__(name: str) -> Any:  # `SummaryContextManager`, on first use
+    if name == "SummaryContextManager":
+        from tenxgraph.core.llm.summary import SummaryContextManager
+
+        return SummaryContextManager
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentState",

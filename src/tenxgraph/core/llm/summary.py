@@ -22,10 +22,10 @@ from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
 from tenxgraph.core.state.reducers import remove_tool_messages
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph.sync_bridge import LoopThread
     from tenxgraph.core.llm.calling import Route
     from tenxgraph.core.llm.request import ModelClient
     from tenxgraph.core.llm.tokens import TokenCounter
+    from tenxgraph.utils.sync_bridge import SyncBridge
 
 S = TypeVar("S", bound=AgentState)
 
@@ -98,7 +98,7 @@ class SummaryContextManager(BaseContextManager[S]):
         self._route: Route | None = None
         self._counter: TokenCounter | None = None
         self._budget: int | None = None
-        self._loop_thread: LoopThread | None = None  # for the sync trim_context
+        self._loop_thread: SyncBridge | None = None  # for the sync trim_context
 
     # -- the two forms ---------------------------------------------------------------------
 
@@ -106,9 +106,9 @@ class SummaryContextManager(BaseContextManager[S]):
         """`atrim_context`, blocking; also works where an event loop is running: like a
         graph's `invoke`, it runs on this manager's own event-loop thread."""
         if self._loop_thread is None:
-            from tenxgraph.core.graph.sync_bridge import LoopThread
+            from tenxgraph.utils.sync_bridge import SyncBridge
 
-            self._loop_thread = thread = LoopThread(f"summary-{id(self):x}")
+            self._loop_thread = thread = SyncBridge(f"summary-{id(self):x}")
             weakref.finalize(self, thread.stop)
         return self._loop_thread.run(self.atrim_context, state)
 
