@@ -13,11 +13,13 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Interrupt(BaseModel):
     """A pause, as stored in `execution_meta.interrupt_data` and returned to the caller."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str = Field(default_factory=lambda: f"int_{uuid.uuid4().hex[:16]}")
     key: str

@@ -15,12 +15,13 @@ from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, thread_id_of
+from tenxgraph.storage.checkpointer.thread_ids import thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
 from tenxgraph.utils.sync_bridge import SyncBridge
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
 
 Input = dict[str, Any] | None
 Config = dict[str, Any] | None

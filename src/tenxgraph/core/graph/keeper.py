@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import StaleStateError, ThreadBusyError
 from tenxgraph.core.graph.guard import Guard
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.storage.checkpointer.lease import Lease, lost_error, new_owner
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 
 class Keeper:

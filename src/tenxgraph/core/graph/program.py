@@ -7,13 +7,16 @@ app object that holds it, so the run loop depends on what it runs and nothing el
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tenxgraph.core.graph.node import NodeSpec
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.agent_state import Reducer
 from tenxgraph.core.state.reducers import add_messages
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 
 @dataclass(slots=True, eq=False)

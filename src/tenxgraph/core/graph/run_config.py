@@ -14,7 +14,7 @@ from typing import Any
 
 from tenxgraph.core.state.message import generate_id
 from tenxgraph.core.state.stream_chunks import StreamEvent
-from tenxgraph.storage.checkpointer.base import valid_thread_id
+from tenxgraph.storage.checkpointer.thread_ids import valid_thread_id
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_ENQUEUE_TIMEOUT_SECONDS,

@@ -28,7 +28,7 @@ class AgentState(BaseModel):
 
     # a float field refuses NaN and infinity (JSON has no such numbers: they could not be
     # stored); subclasses inherit this
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, defer_build=True)
 
     context: Annotated[list[Message], add_messages] = Field(default_factory=list)
     context_summary: str | None = None

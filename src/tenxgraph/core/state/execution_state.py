@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ExecutionStatus(StrEnum):
@@ -32,6 +32,8 @@ _INTERRUPTED = (ExecutionStatus.INTERRUPTED_BEFORE, ExecutionStatus.INTERRUPTED_
 class ExecutionState(BaseModel):
     """Where a thread's run stands. Owned by the runtime: read it, change it through the
     helper methods."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     current_node: str
     step: int = 0

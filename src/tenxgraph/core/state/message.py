@@ -72,6 +72,8 @@ def generate_id(default_id: str | int | None = None) -> str | int:
 class TokenUsages(BaseModel):
     """Token counts a provider reported for one model call."""
 
+    model_config = ConfigDict(defer_build=True)
+
     completion_tokens: int
     prompt_tokens: int
     total_tokens: int
@@ -100,7 +102,9 @@ class Message(BaseModel):
     `delta=True` marks a partial streaming chunk; such messages are streamed, never stored.
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # JSON has no NaN
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False, defer_build=True
+    )  # no NaN in JSON
 
     message_id: str | int = Field(default_factory=generate_id)
     role: Role

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # NaN and infinity are refused: JSON has no such numbers, so they could not be stored
-_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
 MediaKind = Literal["url", "file_id", "data"]
 _FIELD_FOR_KIND: dict[str, str] = {"url": "url", "file_id": "file_id", "data": "data_base64"}

@@ -24,7 +24,7 @@ class StreamEvent(StrEnum):
 class StreamChunk(BaseModel):
     """One streamed event. Each chunk is a new object with its own `timestamp`."""
 
-    model_config = ConfigDict(use_enum_values=True)
+    model_config = ConfigDict(use_enum_values=True, defer_build=True)
 
     # The value, not the member: a default is not validated, so use_enum_values would not apply.
     event: StreamEvent = cast(StreamEvent, StreamEvent.MESSAGE.value)

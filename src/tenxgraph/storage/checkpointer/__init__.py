@@ -1,8 +1,8 @@
 """Checkpointers: `InMemoryCheckpointer` (tests, notebooks), `SqliteCheckpointer` (the embedded
 default) and `PgCheckpointer` (PostgreSQL, many processes on many hosts).
 
-The SQL checkpointers are loaded on first access, so importing this package does not import
-aiosqlite or asyncpg.
+Every name is loaded on first access: importing this package (or one of its small modules,
+such as `lease` or `thread_ids`) imports no store, and neither aiosqlite nor asyncpg.
 """
 
 from __future__ import annotations
@@ -10,14 +10,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tenxgraph._lazy import lazy_getattr
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo, ThreadSnapshot
-from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
 
 if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import (
+        BaseCheckpointer,
+        CheckpointInfo,
+        ThreadSnapshot,
+    )
+    from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
     from tenxgraph.storage.checkpointer.postgres import PgCheckpointer
     from tenxgraph.storage.checkpointer.sqlite import SqliteCheckpointer
 
 _LAZY = {
+    "BaseCheckpointer": "tenxgraph.storage.checkpointer.base",
+    "CheckpointInfo": "tenxgraph.storage.checkpointer.base",
+    "ThreadSnapshot": "tenxgraph.storage.checkpointer.base",
+    "InMemoryCheckpointer": "tenxgraph.storage.checkpointer.memory",
     "SqliteCheckpointer": "tenxgraph.storage.checkpointer.sqlite",
     "PgCheckpointer": "tenxgraph.storage.checkpointer.postgres",
 }
