@@ -11,7 +11,8 @@ starts as cold as in real use.
 
 What a run adds = the thread's CPU for the run minus the CPU spent inside
 `litellm.acompletion` during it, printed per layer as a median in ms and as a median share
-of the litellm call, for: a one-node Agent graph without a checkpointer (`graph`), on a new
+of the litellm call, for: the Agent's model client alone (`client`: the request and the answer
+converted, no graph), a one-node Agent graph without a checkpointer (`graph`), on a new
 in-memory thread (`call`), and per step of a 10-step Agent loop on an in-memory thread
 (`step`) and without a checkpointer (`step-nockpt`).
 """
@@ -38,7 +39,7 @@ sys.path.insert(0, str(HERE / "scenarios"))
 
 import s6_models as s6  # noqa: E402
 
-LAYERS = ("graph", "call", "step", "step-nockpt")
+LAYERS = ("client", "graph", "call", "step", "step-nockpt")
 Run = Callable[[], Awaitable[None]]
 
 
@@ -63,6 +64,7 @@ def export(revision: str, name: str, into: Path) -> None:
 def layers(package: str, api_base: str) -> dict[str, tuple[Run, int]]:
     """The runs to measure for one version, and the steps each makes."""
     graph = importlib.import_module(f"{package}.core.graph")
+    llm = importlib.import_module(f"{package}.core.llm")
     state = importlib.import_module(f"{package}.core.state")
     storage = importlib.import_module(f"{package}.storage.checkpointer")
     constants = importlib.import_module(f"{package}.utils.constants")
@@ -89,7 +91,15 @@ def layers(package: str, api_base: str) -> dict[str, tuple[Run, int]]:
 
         return run
 
+    client = llm.LiteLLMClient()
+    settings = {"api_base": api_base, "api_key": "x"}
+    request = llm.ModelRequest(s6.MODEL, [question], settings=settings)
+
+    async def client_call() -> None:
+        await client.acomplete(request)
+
     return {
+        "client": (client_call, 1),
         "graph": (build(False, 1), 1),
         "call": (build(True, 1), 1),
         "step": (build(True, 10), 10),

@@ -314,39 +314,69 @@ def token_usages(usage: Any) -> TokenUsages | None:
     data = usage if isinstance(usage, dict) else _as_dict(usage)
     if not data:
         return None
-    prompt_details = data.get("prompt_tokens_details") or _NONE
-    if not isinstance(prompt_details, dict):
-        prompt_details = _as_dict(prompt_details) or _NONE
-    completion_details = data.get("completion_tokens_details") or _NONE
-    if not isinstance(completion_details, dict):
-        completion_details = _as_dict(completion_details) or _NONE
     fields = _USAGE.copy()
-    for name, source, key in _USAGE_SOURCES:
-        value = (data, prompt_details, completion_details)[source].get(key)
-        # a count (not None, a bool or a float); the first place that has it wins
-        if type(value) is int and value and not fields[name]:
+    # a count is an int (not None, a bool or a float); the first place that has it wins: the
+    # usage itself, then its prompt details, then its completion details
+    for name, key in _USAGE_KEYS:
+        value = data.get(key)
+        if type(value) is int and value:
             fields[name] = value
+    if not _COUNTS_ONLY.issuperset(data):  # the usual report has the three counts only
+        for name, key in _CACHE_KEYS:
+            value = data.get(key)
+            if type(value) is int and value:
+                fields[name] = value
+    details = data.get("prompt_tokens_details")
+    if details:
+        _add_counts(fields, details, _PROMPT_DETAIL_KEYS)
+    details = data.get("completion_tokens_details")
+    if details:
+        _add_counts(fields, details, _COMPLETION_DETAIL_KEYS)
     if not fields["total_tokens"]:
         fields["total_tokens"] = fields["prompt_tokens"] + fields["completion_tokens"]
     return assemble(TokenUsages, fields, set(_USAGE))
 
 
-_NONE: dict[str, Any] = {}
+def _add_counts(fields: dict[str, Any], details: Any, keys: tuple[tuple[str, str], ...]) -> None:
+    """The counts of a usage's details (a dict or an object) that no earlier place gave."""
+    if not isinstance(details, dict):
+        details = _as_dict(details)
+        if not details:
+            return
+    for name, key in keys:
+        value = details.get(key)
+        if type(value) is int and value and not fields[name]:
+            fields[name] = value
+
+
 _USAGE = template(TokenUsages, prompt_tokens=0, completion_tokens=0, total_tokens=0)
-# (field, where: 0 usage, 1 its prompt details, 2 its completion details, key), in order of
-# preference when two places report the same count
-_USAGE_SOURCES = (
-    ("prompt_tokens", 0, "prompt_tokens"),
-    ("completion_tokens", 0, "completion_tokens"),
-    ("total_tokens", 0, "total_tokens"),
-    ("reasoning_tokens", 2, "reasoning_tokens"),
-    ("cache_read_input_tokens", 0, "cache_read_input_tokens"),
-    ("cache_read_input_tokens", 1, "cached_tokens"),
-    ("cache_creation_input_tokens", 0, "cache_creation_input_tokens"),
-    ("cache_creation_input_tokens", 1, "cache_creation_tokens"),
-    ("image_tokens", 1, "image_tokens"),
-    ("audio_tokens", 1, "audio_tokens"),
+# (field, key) per place a count is read from, in order of preference: the usage itself, its
+# prompt details, its completion details
+_USAGE_KEYS = (
+    ("prompt_tokens", "prompt_tokens"),
+    ("completion_tokens", "completion_tokens"),
+    ("total_tokens", "total_tokens"),
 )
+_CACHE_KEYS = (
+    ("cache_read_input_tokens", "cache_read_input_tokens"),
+    ("cache_creation_input_tokens", "cache_creation_input_tokens"),
+)
+_COUNTS_ONLY = frozenset(
+    {
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "prompt_tokens_details",
+        "completion_tokens_details",
+    }
+)
+_PROMPT_DETAIL_KEYS = (
+    ("cache_read_input_tokens", "cached_tokens"),
+    ("cache_creation_input_tokens", "cache_creation_tokens"),
+    ("image_tokens", "image_tokens"),
+    ("audio_tokens", "audio_tokens"),
+)
+_COMPLETION_DETAIL_KEYS = (("reasoning_tokens", "reasoning_tokens"),)
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -359,36 +389,40 @@ def scrub(value: Any) -> Any:
     return _scrub(value) if _has_secret(value) else value
 
 
-# key -> whether it may hold a credential: responses use the same few dozen keys every time,
-# so each is lower-cased and looked up once (bounded, for providers that put ids in keys)
-_VERDICTS: dict[Any, bool] = {}
-_MAX_VERDICTS = 4096
+# keys seen and known to hold no credential: responses use the same few dozen keys every time,
+# so a dict whose keys are all known passes with one set check (bounded, for providers that put
+# ids in keys); a key is lower-cased and looked up once
+_SAFE_KEYS: set[Any] = set()
+_MAX_SAFE_KEYS = 4096
 
 
 def _is_secret(key: Any) -> bool:
-    """Whether `key` may hold a credential; each key's verdict is worked out once."""
-    secret = _VERDICTS.get(key)
-    if secret is None:
-        secret = isinstance(key, str) and key.lower() in _SECRET_KEYS
-        if len(_VERDICTS) < _MAX_VERDICTS:
-            _VERDICTS[key] = secret
-    return secret
+    """Whether `key` may hold a credential; each harmless key's verdict is worked out once."""
+    if key in _SAFE_KEYS:
+        return False
+    if isinstance(key, str) and key.lower() in _SECRET_KEYS:
+        return True
+    if len(_SAFE_KEYS) < _MAX_SAFE_KEYS:
+        _SAFE_KEYS.add(key)
+    return False
 
 
 def _has_secret(value: Any) -> bool:
     # a walk of every response; leaves are skipped by their type
     if isinstance(value, dict):
-        for k, v in value.items():
-            if _is_secret(k):
-                return True
-            if type(v) not in _SCALARS and _has_secret(v):
-                return True
+        if not _SAFE_KEYS.issuperset(value) and any(_is_secret(k) for k in value):
+            return True
+        nested: Any = value.values()
+    elif isinstance(value, list):
+        nested = value
+    else:
         return False
-    if isinstance(value, list):
-        for v in value:
-            if type(v) not in _SCALARS and _has_secret(v):
-                return True
-    return False
+    for v in nested:  # a plain loop: any() over a generator costs more
+        if type(v) not in _SCALARS and _has_secret(v):
+            break
+    else:
+        return False
+    return True
 
 
 def _scrub(value: Any) -> Any:
