@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state._construct import copied
-from tenxgraph.storage.checkpointer.lease import Lease, busy_error, waited_error
+from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 
 
-class Holder(Protocol):
-    """A run as the thread registry sees it."""
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    lease: Lease | None
-    loop: asyncio.AbstractEventLoop | None  # the loop it runs on, once started
+    from tenxgraph.storage.checkpointer.lease import Lease
 
-    def request_stop(self) -> None: ...
+    class Holder(Protocol):
+        """A run as the thread registry sees it."""
+
+        lease: Lease | None
+        loop: asyncio.AbstractEventLoop | None  # the loop it runs on, once started
+
+        def request_stop(self) -> None: ...
 
 
 class Threads:
@@ -134,4 +139,4 @@ class Threads:
             self.live.popitem(last=False)
 
 
-__all__ = ["LIVE_THREADS", "Holder", "Threads"]
+__all__ = ["LIVE_THREADS", "Threads"]
