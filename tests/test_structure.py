@@ -111,6 +111,36 @@ def test_the_data_model_imports_no_model_client_graph_or_storage() -> None:
     assert wrong == set()
 
 
+#: lowest first; a module may import from its own layer and those before it
+LAYERS = [
+    ("tenxgraph._lazy", "tenxgraph.utils", "tenxgraph.core.exceptions", "tenxgraph.core.redaction"),
+    ("tenxgraph.core.state",),
+    ("tenxgraph.storage",),
+    ("tenxgraph.core.llm",),
+    ("tenxgraph.core.graph",),
+    ("tenxgraph.prebuilt",),
+    ("tenxgraph.cli",),
+]
+
+
+def _layer(module: str) -> int:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    upward = {
+        (m, t)
+        for m in MODULES
+        if m not in PACKAGES and m != "tenxgraph.__main__"
+        for t in _imports(m)
+        if _layer(t) > _layer(m)
+    }
+    assert upward == set()
+
+
 def test_the_engine_does_not_know_the_app_object() -> None:
     graph = "tenxgraph.core.graph."
     parts = ["engine", "opening", "execution", "scheduler", "keeper", "chunks", "merge"]
