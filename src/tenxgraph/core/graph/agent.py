@@ -152,7 +152,7 @@ class Agent:
         if not config.get("is_stream"):
             yield await self._whole_answer(state, config)
             return
-        view = await self._view(state, config)
+        view = await self._view(state, config) if self.trim_context else state
         final: Message | None = None
         retried = False
         while final is None:
@@ -182,7 +182,7 @@ class Agent:
     async def _whole_answer(self, state: AgentState, config: dict[str, Any]) -> Any:
         """The node's output in one piece, for runs that stream nothing: one non-streamed
         answer, with the new summary if trimming the context made one."""
-        view = await self._view(state, config)
+        view = await self._view(state, config) if self.trim_context else state
         retried = False
         while True:
             try:
@@ -255,14 +255,18 @@ class Agent:
     async def build_request(self, state: AgentState) -> ModelRequest:
         """The request this Agent would send for `state`: system prompts with their
         `{field}` placeholders filled, the summary note, the history, the extra messages."""
-        messages = [
-            Message.text_message(_fill(prompt, state), "system") for prompt in self.system_prompt
-        ]
+        prompts = self.system_prompt
+        messages = (
+            [Message.text_message(_fill(prompt, state), "system") for prompt in prompts]
+            if prompts
+            else []
+        )
         if state.context_summary:
             messages.append(Message.text_message(SUMMARY_NOTE + state.context_summary, "system"))
         messages.extend(state.context)
-        messages.extend(self.extra_messages)
-        tools = await self._tool_schemas()
+        if self.extra_messages:
+            messages.extend(self.extra_messages)
+        tools = await self._tool_schemas() if self._tools is not None else []
         return ModelRequest(
             model=self._routes[0].model,
             messages=messages,

@@ -106,11 +106,16 @@ class LiteLLMClient:
 
     def _prepare(self, request: ModelRequest, stream: bool) -> tuple[str, dict[str, Any]]:
         """The provider serving the request, and the arguments for `litellm.acompletion`."""
-        provider = self.provider(request.model, request.settings.get("api_base"))
-        settings = self._check_key(request.model, provider, request.settings)
+        model = request.model
+        settings = request.settings
+        provider = self._providers.get(model)
+        if provider is None:
+            provider = self.provider(model, settings.get("api_base"))
+        if not (settings.get("api_key") or model in self._keys_checked):
+            settings = self._check_key(model, provider, settings)
         kwargs: dict[str, Any] = {
             **settings,
-            "model": request.model,
+            "model": model,
             "messages": to_wire(request.messages, provider),
             "num_retries": 0,
         }
@@ -126,7 +131,7 @@ class LiteLLMClient:
     async def acomplete(self, request: ModelRequest) -> Message:
         provider, kwargs = self._prepare(request, stream=False)
         try:
-            response = await load_litellm().acompletion(**kwargs)
+            response = await (_litellm or load_litellm()).acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
         if not getattr(response, "choices", None):
@@ -141,7 +146,7 @@ class LiteLLMClient:
         provider, kwargs = self._prepare(request, stream=True)
         assembler = StreamAssembler(provider, request.model)
         try:
-            stream = await load_litellm().acompletion(**kwargs)
+            stream = await (_litellm or load_litellm()).acompletion(**kwargs)
         except Exception as exc:
             _reraise(exc, provider, request.model, request.settings)
         try:

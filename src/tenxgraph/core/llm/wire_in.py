@@ -41,13 +41,13 @@ def message_from_response(
     choice = choices[0] if choices else {}
     wire = choice.get("message") or {}
     fingerprint = raw.get("system_fingerprint")
-    extra = {"system_fingerprint": fingerprint} if fingerprint else {}
     reasoning = wire.get("reasoning_content")
     if not (reasoning and isinstance(reasoning, str)):
         reasoning = wire.get("reasoning")
         if not isinstance(reasoning, str):
             reasoning = ""
     if wire.get("thinking_blocks") or wire.get("tool_calls"):
+        extra = {"system_fingerprint": fingerprint} if fingerprint else {}
         return _drafted(raw, choice, wire, reasoning, extra, provider, model, response_cost)
     # the usual answer, text (and reasoning) only: built straight, it is on every model call
     content = wire.get("content")
@@ -57,20 +57,22 @@ def message_from_response(
         blocks.append(trusted(ReasoningBlock, summary=reasoning))
     if text:
         blocks.append(_text_block(text))
+    metadata: dict[str, Any] = {  # as `_metadata` makes it
+        "provider": provider,
+        "model": raw.get("model") or model,
+        "finish_reason": choice.get("finish_reason"),
+        "response_id": raw.get("id"),
+    }
+    if response_cost is not None:
+        metadata["cost"] = response_cost
+    if fingerprint:
+        metadata["system_fingerprint"] = fingerprint
     fields = _ANSWER.copy()
     fields["message_id"] = _new_id()
     fields["content"] = blocks
     fields["reasoning"] = reasoning or None
     fields["timestamp"] = time.time()
-    fields["metadata"] = _metadata(
-        provider,
-        raw.get("model") or model,
-        choice.get("finish_reason"),
-        raw.get("id"),
-        response_cost,
-        None,
-        extra,
-    )
+    fields["metadata"] = metadata
     fields["usages"] = token_usages(raw.get("usage"))
     fields["raw"] = raw
     return assemble(Message, fields, set(_ANSWER_SET))

@@ -33,15 +33,16 @@ def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[s
     wire: list[dict[str, Any]] = []
     tools = False  # any tool call or result: then check that they pair up
     for message in messages:
-        if message.delta:
+        fields = message.__dict__
+        if fields["delta"]:
             continue
-        role = message.role
-        blocks = message.content
+        role = fields["role"]
+        blocks = fields["content"]
         if (
             len(blocks) == 1
             and type(blocks[0]) is TextBlock
             and role != "tool"
-            and not (role == "assistant" and message.tools_calls)
+            and not (role == "assistant" and fields["tools_calls"])
         ):  # the common case, a plain text turn: what the general path below gives
             wire.append({"role": role, "content": blocks[0].text})
             continue
