@@ -402,6 +402,8 @@ async def paired_call_added(
       tenxgraph's own code only. It estimates the same thing without the second call's
       noise, as both sides send litellm the same request (the same messages and settings)
       and get the same answer, so litellm's share is the same work.
+    - `own_*_pct_of_bare`: that own CPU as a percentage of the bare call's (or the 10 bare
+      calls') CPU in the same pair: the figure that does not move with the machine's speed.
 
     Also the bare call's own CPU in those pairs, for scale (the machine's speed moves both).
     The litellm framework reports 0, so the table's "added" column shows tenxgraph's
@@ -409,6 +411,7 @@ async def paired_call_added(
     layer_names = ("client", "graph", "call", "step")
     names = [f"paired_{n}_added_cpu_ms" for n in layer_names]
     names += [f"own_{n}_cpu_ms" for n in layer_names]
+    names += [f"own_{n}_pct_of_bare" for n in layer_names]
     if framework != "tenxgraph":
         return dict.fromkeys((*names, "paired_bare_litellm_cpu_ms"), 0.0)
     import litellm
@@ -447,7 +450,7 @@ async def paired_call_added(
     litellm.acompletion = timed_acompletion  # both sides call through it: the same cost
     try:
         for name, (ours, floor, pairs) in zip(layer_names, layers, strict=True):
-            differences, own = [], []
+            differences, own, share = [], [], []
             for i in range(pairs):
                 order = (floor, ours) if i % 2 == 0 else (ours, floor)  # neither always first
                 spent = {}
@@ -459,10 +462,12 @@ async def paired_call_added(
                     if one is ours:
                         own.append((spent[one] - inside[0]) * 1e3)
                 differences.append((spent[ours] - spent[floor]) * 1e3)
+                share.append(own[-1] / (spent[floor] * 1e3) * 100)  # of this pair's bare call
                 if floor is bare:
                     floor_cpu.append(spent[floor] * 1e3)
             figures[f"paired_{name}_added_cpu_ms"] = median(differences)
             figures[f"own_{name}_cpu_ms"] = median(own)
+            figures[f"own_{name}_pct_of_bare"] = median(share)
     finally:
         litellm.acompletion = acompletion
     figures["paired_step_added_cpu_ms"] /= LOOP_STEPS
