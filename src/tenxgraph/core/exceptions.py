@@ -66,6 +66,18 @@ class GraphRecursionError(GraphError):
 
     default_code = "RECURSION_001"
 
+    @classmethod
+    def limit_reached(cls, limit: int, next_nodes: list[str]) -> GraphRecursionError:
+        """The error of a run stopped after `limit` steps, `next_nodes` still to run. Its text
+        says "recursion limit" as 10xgraph's does (callers match on it); `context` has
+        `recursion_limit` and `next`."""
+        return cls(
+            f"Graph execution exceeded recursion limit: {limit} steps ran without reaching END "
+            f"(next: {next_nodes}). If the graph needs more steps, raise it: "
+            f"config={{'recursion_limit': {max(2 * limit, 100)}}}",
+            context={"recursion_limit": limit, "next": list(next_nodes)},
+        )
+
 
 class GraphStopRequested(Exception):
     """Raised inside a run when `app.stop(config)` asked it to stop."""

@@ -121,12 +121,17 @@ class Stopped(Exception):
 
 
 def node_error(spec: NodeSpec, exc: Exception) -> GraphError:
+    """What a node's exception surfaces as: `NodeError` with 10xgraph's text, "Error in node
+    'x': <the exception's message>" (its users match on it); the exception's class is in
+    `context["error_type"]` (and named in the text when its message is empty), the exception
+    itself is the `__cause__`."""
     if isinstance(exc, GraphError):
         return exc
+    kind = type(exc).__name__
     return NodeError(
-        f"Error in node {spec.name!r}: {type(exc).__name__}: {exc}",
+        f"Error in node {spec.name!r}: {str(exc) or kind}",
         "NODE_001",
-        {"node": spec.name, "error_type": type(exc).__name__},
+        {"node": spec.name, "node_name": spec.name, "error_type": kind},
     )
 
 

@@ -1,0 +1,73 @@
+"""Code written for 10xgraph runs unchanged: the error texts its users match on."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenxgraph.core.exceptions import GraphRecursionError, NodeError
+from tenxgraph.core.graph import CompiledGraph, StateGraph
+from tenxgraph.core.state import AgentState
+from tenxgraph.utils.constants import END, START
+from tests.core.graph._support import inp, linear
+
+# -- error texts ----------------------------------------------------------------------------
+
+
+def fails(state: AgentState) -> str:
+    raise ValueError("it broke")
+
+
+def fails_silently(state: AgentState) -> str:
+    raise RuntimeError
+
+
+async def test_a_node_error_reads_error_in_node_then_the_exception_message() -> None:
+    app = linear(("failing", fails))
+    with pytest.raises(NodeError, match="Error in node 'failing': it broke") as info:
+        await app.ainvoke(inp("hi"))
+    err = info.value
+    assert str(err) == "[NODE_001] Error in node 'failing': it broke"
+    assert err.message == "Error in node 'failing': it broke"
+    assert err.error_code == "NODE_001"
+    assert err.context == {"node": "failing", "node_name": "failing", "error_type": "ValueError"}
+    assert isinstance(err.__cause__, ValueError)
+
+
+def test_a_node_error_reads_the_same_through_the_sync_api() -> None:
+    with pytest.raises(NodeError, match="Error in node 'failing': it broke"):
+        linear(("failing", fails)).invoke(inp("hi"))
+
+
+async def test_an_exception_without_a_message_is_named_by_its_class() -> None:
+    with pytest.raises(NodeError) as info:
+        await linear(("failing", fails_silently)).ainvoke(inp("hi"))
+    assert str(info.value) == "[NODE_001] Error in node 'failing': RuntimeError"
+
+
+def test_the_recursion_error_says_recursion_limit_and_keeps_its_context() -> None:
+    err = GraphRecursionError.limit_reached(5, ["agent"])
+    assert "recursion limit" in str(err)
+    assert str(err).startswith("[RECURSION_001] Graph execution exceeded recursion limit: 5")
+    assert "['agent']" in str(err)
+    assert "config={'recursion_limit': 100}" in str(err)
+    assert err.error_code == "RECURSION_001"
+    assert err.context == {"recursion_limit": 5, "next": ["agent"]}
+    assert "'recursion_limit': 400" in str(GraphRecursionError.limit_reached(200, ["a"]))
+
+
+def looping_app() -> CompiledGraph:
+    def again(state: AgentState) -> str:
+        return "again"
+
+    graph = StateGraph()
+    graph.add_node("agent", again)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", lambda state: "agent", {"agent": "agent", END: END})
+    return graph.compile()
+
+
+@pytest.mark.xfail(reason="needs engine change", strict=True)
+async def test_a_run_past_its_recursion_limit_says_recursion_limit() -> None:
+    with pytest.raises(GraphRecursionError, match="recursion limit") as info:
+        await looping_app().ainvoke(inp("hi"), {"recursion_limit": 5})
+    assert info.value.context == {"recursion_limit": 5, "next": ["agent"]}
