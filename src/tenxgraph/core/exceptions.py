@@ -79,6 +79,18 @@ class GraphRecursionError(GraphError):
         )
 
 
+class UnreachableNodesWarning(UserWarning):
+    """`compile()` found nodes no edge or condition leads to (code GRAPH_003). They still run
+    when a node routes to them with `Command(goto=...)`; annotating that node's return type
+    with `Command` tells the compiler so, and silences this warning. `nodes` names them."""
+
+    code = "GRAPH_003"
+
+    def __init__(self, message: str, nodes: list[str]) -> None:
+        super().__init__(message)
+        self.nodes = list(nodes)
+
+
 class GraphStopRequested(Exception):
     """Raised inside a run when `app.stop(config)` asked it to stop."""
 
@@ -209,4 +221,5 @@ __all__ = [
     "StorageError",
     "ThreadBusyError",
     "TransientStorageError",
+    "UnreachableNodesWarning",
 ]

@@ -1,14 +1,19 @@
-"""Code written for 10xgraph runs unchanged: the error texts its users match on."""
+"""Code written for 10xgraph runs unchanged: the error texts its users match on, and nodes
+only `Command(goto=...)` reaches.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tenxgraph.core.exceptions import GraphRecursionError, NodeError
+from tenxgraph.core.exceptions import GraphRecursionError, NodeError, UnreachableNodesWarning
 from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState
+from tenxgraph.utils import Command
 from tenxgraph.utils.constants import END, START
-from tests.core.graph._support import inp, linear
+from tests.core.graph._support import inp, linear, texts
 
 # -- error texts ----------------------------------------------------------------------------
 
@@ -71,3 +76,45 @@ async def test_a_run_past_its_recursion_limit_says_recursion_limit() -> None:
     with pytest.raises(GraphRecursionError, match="recursion limit") as info:
         await looping_app().ainvoke(inp("hi"), {"recursion_limit": 5})
     assert info.value.context == {"recursion_limit": 5, "next": ["agent"]}
+
+
+# -- nodes only Command(goto=...) reaches ----------------------------------------------------
+
+
+def say(text: str) -> Any:
+    def node(state: AgentState) -> str:
+        return text
+
+    return node
+
+
+def route_to_second(state: AgentState):  # type: ignore[no-untyped-def]  # no -> Command
+    return Command(goto="second")
+
+
+async def test_goto_from_a_node_without_annotation_reaches_a_node_no_edge_leads_to() -> None:
+    graph = StateGraph()
+    graph.add_node("router", route_to_second)
+    graph.add_node("second", say("second ran"))
+    graph.add_node("third", say("third ran"))
+    graph.add_edge(START, "router")
+    graph.add_edge("second", "third")
+    graph.add_edge("third", END)
+    with pytest.warns(UnreachableNodesWarning) as record:
+        app = graph.compile()
+    assert [w.message.nodes for w in record] == [["second", "third"]]  # type: ignore[union-attr]
+    result = await app.ainvoke(inp("hi"))
+    assert texts(result["messages"]) == ["hi", "second ran", "third ran"]
+
+
+async def test_nodes_nothing_leads_to_compile_and_the_reachable_ones_run() -> None:
+    """10xgraph's "parallel agents": one entry, every agent leading to END."""
+    graph = StateGraph()
+    for i in range(1, 4):
+        graph.add_node(f"agent_{i}", say(f"agent {i}"))
+        graph.add_edge(f"agent_{i}", END)
+    graph.set_entry_point("agent_1")
+    with pytest.warns(UnreachableNodesWarning, match=r"\['agent_2', 'agent_3'\]"):
+        app = graph.compile()
+    result = await app.ainvoke(inp("hi"))
+    assert texts(result["messages"]) == ["hi", "agent 1"]

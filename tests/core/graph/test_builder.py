@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
@@ -310,24 +311,33 @@ def test_interrupt_at_a_known_node_compiles(where: str) -> None:
     assert isinstance(graph.compile(**{where: ["a"]}), CompiledGraph)
 
 
-def test_node_nothing_reaches_is_graph_003_naming_it() -> None:
+def unreachable_warning(graph: StateGraph) -> tuple[CompiledGraph, UnreachableNodesWarning]:
+    with pytest.warns(UnreachableNodesWarning) as record:
+        app = graph.compile()
+    [warning] = [w.message for w in record if isinstance(w.message, UnreachableNodesWarning)]
+    assert record[0].filename == __file__  # points at the caller's compile()
+    return app, warning
+
+
+async def test_node_nothing_reaches_is_a_graph_003_warning_naming_it() -> None:
     graph = graph_with("a", "island")
     graph.add_edge(START, "a")
     graph.add_edge("a", END)
-    err = compile_error(graph)
-    assert err.error_code == "GRAPH_003"
-    assert "island" in str(err)
-    assert "'a'" not in str(err)
+    app, warning = unreachable_warning(graph)
+    assert warning.nodes == ["island"]
+    assert warning.code == "GRAPH_003"
+    assert "['island']" in str(warning)
+    assert "'a'" not in str(warning)
+    result = await app.ainvoke(inp("hi"))  # compiled and runs; the island never does
+    assert texts(result["messages"]) == ["hi", "answered"]
 
 
-def test_node_reached_only_from_an_unreachable_node_is_also_graph_003() -> None:
+def test_node_reached_only_from_an_unreachable_node_is_also_named() -> None:
     graph = graph_with("a", "island", "beyond")
     graph.add_edge(START, "a")
     graph.add_edge("island", "beyond")
-    err = compile_error(graph)
-    assert err.error_code == "GRAPH_003"
-    assert "island" in str(err)
-    assert "beyond" in str(err)
+    _, warning = unreachable_warning(graph)
+    assert warning.nodes == ["island", "beyond"]
 
 
 def test_node_reachable_only_through_a_path_map_compiles() -> None:
@@ -341,9 +351,8 @@ def test_path_map_that_omits_a_node_leaves_it_unreachable() -> None:
     graph = graph_with("a", "b", "c")
     graph.add_edge(START, "a")
     graph.add_conditional_edges("a", lambda state: "x", {"x": "b"})
-    err = compile_error(graph)
-    assert err.error_code == "GRAPH_003"
-    assert "c" in err.context.get("nodes", [])
+    _, warning = unreachable_warning(graph)
+    assert warning.nodes == ["c"]
 
 
 def router_with_command(state: AgentState) -> Command:
@@ -364,19 +373,22 @@ async def test_node_annotated_to_return_command_may_reach_any_node(router: Any) 
     graph.add_node("router", router)
     graph.add_node("hidden", answer)  # only the router's Command leads here
     graph.add_edge(START, "router")
-    app = graph.compile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreachableNodesWarning)  # nothing to warn about
+        app = graph.compile()
     result = await app.ainvoke(inp("hi"))
     assert texts(result["messages"]) == ["hi", "answered"]
 
 
-def test_command_without_annotation_does_not_make_nodes_reachable() -> None:
+async def test_command_without_annotation_warns_and_still_routes() -> None:
     graph = StateGraph()
     graph.add_node("router", router_without_annotation)
     graph.add_node("hidden", answer)
     graph.add_edge(START, "router")
-    err = compile_error(graph)
-    assert err.error_code == "GRAPH_003"
-    assert "hidden" in str(err)
+    app, warning = unreachable_warning(graph)
+    assert warning.nodes == ["hidden"]
+    result = await app.ainvoke(inp("hi"))  # the goto reaches it at run time
+    assert texts(result["messages"]) == ["hi", "answered"]
 
 
 def test_node_with_an_extra_required_parameter_is_graph_007() -> None:

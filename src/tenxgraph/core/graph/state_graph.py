@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
-from tenxgraph.core.exceptions import GraphError
+from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.graph.node import NodeFunc, compile_node
 from tenxgraph.core.graph.routing import Branch, Routing
@@ -120,9 +121,39 @@ class StateGraph:
         **_ignored: Any,
     ) -> CompiledGraph:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
-        (GRAPH_002), a node nothing reaches (GRAPH_003), an edge or path-map target or interrupt
-        name that is not a node (GRAPH_004), a node whose parameters cannot be filled
-        (GRAPH_007)."""
+        (GRAPH_002), an edge or path-map target or interrupt name that is not a node
+        (GRAPH_004), a node whose parameters cannot be filled (GRAPH_007). Nodes no edge or
+        condition leads to only give an `UnreachableNodesWarning` (GRAPH_003): a node may
+        still route to them with `Command(goto=...)`."""
+        self._check_edges()
+        specs = {
+            name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
+            for i, (name, func) in enumerate(self.nodes.items())
+        }
+        routing = Routing.build(
+            list(self.nodes),
+            self.edges,
+            self._branches(),
+            [n for n, spec in specs.items() if spec.dynamic_goto],
+        )
+        reached = routing.reachable_from_start()
+        _warn_unreachable([n for n in self.nodes if n not in reached])
+        before = self._breakpoints(interrupt_before)
+        after = self._breakpoints(interrupt_after)
+        if checkpointer is not None:
+            checkpointer.bind_state_type(type(self.state))
+        return CompiledGraph(
+            state=self.state,
+            specs=specs,
+            routing=routing,
+            checkpointer=checkpointer,
+            context_manager=self.context_manager,
+            interrupt_before=before,
+            interrupt_after=after,
+        )
+
+    def _check_edges(self) -> None:
+        """GRAPH_002 without an entry point, GRAPH_004 for an edge to or from no node."""
         names = list(self.nodes)
         known = {START, END, *names}
         if self.entry_point is None:
@@ -140,10 +171,12 @@ class StateGraph:
                         "GRAPH_004",
                         {"edge": [source, target]},
                     )
-        specs = {
-            name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
-            for i, (name, func) in enumerate(self.nodes.items())
-        }
+
+    def _branches(self) -> list[Branch]:
+        """The conditional edges, built; GRAPH_004 for one from or (by its path_map) to no
+        node."""
+        names = list(self.nodes)
+        known = {START, END, *names}
         branches = []
         for source, condition, path_map in self.branches:
             if source not in known:
@@ -163,37 +196,35 @@ class StateGraph:
                         {"node": source, "target": target},
                     )
             branches.append(branch)
-        routing = Routing.build(
-            names, self.edges, branches, [n for n, spec in specs.items() if spec.dynamic_goto]
-        )
-        unreachable = [n for n in names if n not in routing.reachable_from_start()]
-        if unreachable:
-            raise GraphError(
-                f"Node(s) {unreachable} cannot be reached from START: connect them with "
-                "add_edge/add_conditional_edges, or annotate a node that routes to them with "
-                "Command as its return type",
-                "GRAPH_003",
-                {"nodes": unreachable},
-            )
-        before = frozenset(interrupt_before or ())
-        after = frozenset(interrupt_after or ())
-        for name in before | after:
+        return branches
+
+    def _breakpoints(self, names: Iterable[str] | None) -> frozenset[str]:
+        """Node names to interrupt at; GRAPH_004 for one that is not a node."""
+        chosen = frozenset(names or ())
+        for name in chosen:
             if name not in self.nodes:
                 raise GraphError(
-                    f"Cannot interrupt at {name!r}: it is not a node (nodes: {names})",
+                    f"Cannot interrupt at {name!r}: it is not a node (nodes: {list(self.nodes)})",
                     "GRAPH_004",
                     {"node": name},
                 )
-        if checkpointer is not None:
-            checkpointer.bind_state_type(type(self.state))
-        return CompiledGraph(
-            state=self.state,
-            specs=specs,
-            routing=routing,
-            checkpointer=checkpointer,
-            context_manager=self.context_manager,
-            interrupt_before=before,
-            interrupt_after=after,
+        return chosen
+
+
+def _warn_unreachable(unreachable: list[str]) -> None:
+    """Nodes no edge or condition leads to are not an error (10xgraph and LangGraph compile
+    them: `Command(goto=...)` may reach them), but likely a mistake: say so, at the caller's
+    `compile()`."""
+    if unreachable:
+        warnings.warn(
+            UnreachableNodesWarning(
+                f"[GRAPH_003] No edge or condition leads to node(s) {unreachable} from START: "
+                "they run only if a node routes to them with Command(goto=...). Connect them "
+                "with add_edge/add_conditional_edges, or, if a node does route to them, "
+                "annotate its return type with Command (-> Command) to say so",
+                unreachable,
+            ),
+            stacklevel=3,
         )
 
 
