@@ -17,6 +17,7 @@ from tenxgraph.cli._render import StreamPrinter, pause_question
 from tenxgraph.core.graph import CompiledGraph
 from tenxgraph.core.state import Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+from tenxgraph.storage.checkpointer.memory import DefaultCheckpointer
 from tenxgraph.utils.interrupt import pending_interrupt
 
 
@@ -46,10 +47,11 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _app(args: argparse.Namespace) -> CompiledGraph:
-    """The user's app, keeping its threads in SQLite unless it brought a checkpointer."""
+    """The user's app, keeping its threads in SQLite unless it brought a checkpointer (the
+    in-memory store `compile()` gives an app without one is not a choice: it is replaced)."""
     store = SqliteCheckpointer(db_path(args.db))
     app = to_app(load_target(args.app), args.app, store)
-    if app.checkpointer is None:
+    if app.checkpointer is None or type(app.checkpointer) is DefaultCheckpointer:
         app.checkpointer = store
         store.bind_state_type(app.state_type)
     elif app.checkpointer is not store and args.db:

@@ -4,7 +4,7 @@ edge. It is what you would write by hand; `tools_condition` is public for that."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
@@ -72,10 +72,11 @@ class ReactAgent:
 
     def compile(
         self,
-        checkpointer: BaseCheckpointer | None = None,
+        checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
     ) -> CompiledGraph:
+        """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory."""
         return self.graph.compile(
             checkpointer=checkpointer,
             interrupt_before=interrupt_before,

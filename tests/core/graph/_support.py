@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState, Message
@@ -53,6 +53,6 @@ def chain(
 def linear(
     *nodes: Callable[..., Any] | tuple[str, Callable[..., Any]],
     state: AgentState | type[AgentState] | None = None,
-    checkpointer: BaseCheckpointer | None = None,
+    checkpointer: BaseCheckpointer | Literal[False] | None = None,
 ) -> CompiledGraph:
     return chain(*nodes, state=state).compile(checkpointer=checkpointer)

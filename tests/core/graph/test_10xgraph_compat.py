@@ -1,5 +1,5 @@
-"""Code written for 10xgraph runs unchanged: the error texts its users match on, and nodes
-only `Command(goto=...)` reaches.
+"""Code written for 10xgraph runs unchanged: the error texts its users match on, an app compiled
+without a checkpointer that still keeps its threads, and nodes only `Command(goto=...)` reaches.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import pytest
 
 from tenxgraph.core.exceptions import GraphRecursionError, NodeError, UnreachableNodesWarning
 from tenxgraph.core.graph import CompiledGraph, StateGraph
-from tenxgraph.core.state import AgentState
-from tenxgraph.utils import Command
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer import InMemoryCheckpointer
+from tenxgraph.storage.checkpointer.memory import DefaultCheckpointer
+from tenxgraph.utils import Command, interrupt
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import inp, linear, texts
 
@@ -76,6 +78,73 @@ async def test_a_run_past_its_recursion_limit_says_recursion_limit() -> None:
     with pytest.raises(GraphRecursionError, match="recursion limit") as info:
         await looping_app().ainvoke(inp("hi"), {"recursion_limit": 5})
     assert info.value.context == {"recursion_limit": 5, "next": ["agent"]}
+
+
+# -- an app compiled without a checkpointer keeps its threads -------------------------------
+
+
+def reply(state: AgentState) -> str:
+    return f"reply to {state.context[-1].text()}"
+
+
+async def test_an_app_without_a_checkpointer_keeps_its_threads_in_memory() -> None:
+    app = linear(reply)
+    assert isinstance(app.checkpointer, InMemoryCheckpointer)
+    config = {"thread_id": "t"}
+    await app.ainvoke(inp("one"), config)
+    result = await app.ainvoke(inp("two"), config, response_granularity="partial")
+    assert texts(result["context"]) == ["one", "reply to one", "two", "reply to two"]
+    stored = await app.aget_state(config)
+    assert stored is not None
+    assert texts(stored.context) == ["one", "reply to one", "two", "reply to two"]
+    assert stored.execution_meta.status == "completed"
+    assert app.get_state(config) == stored
+    assert [v.version for v in await app.aget_state_history(config)] == [4, 3, 2, 1]
+
+
+def test_the_sync_api_of_an_app_without_a_checkpointer_keeps_its_threads_too() -> None:
+    app = linear(reply)
+    config = {"thread_id": "t"}
+    app.invoke(inp("one"), config)
+    stored = app.get_state(config)
+    assert stored is not None
+    assert texts(stored.context) == ["one", "reply to one"]
+
+
+async def test_a_pause_of_an_app_without_a_checkpointer_is_resumed() -> None:
+    def ask(state: AgentState) -> Message:
+        answer = interrupt("proceed?")
+        return Message.text_message(f"told {answer}", "assistant")
+
+    app = linear(ask)
+    config = {"thread_id": "t"}
+    paused = await app.ainvoke(inp("go"), config)
+    assert paused["interrupted"]["node"] == "ask"
+    assert (await app.aget_state(config)).execution_meta.is_interrupted()  # type: ignore[union-attr]
+    result = await app.ainvoke({"resume": "yes"}, config)
+    assert texts(result["messages"])[-1] == "told yes"
+
+
+async def test_apps_compiled_without_a_checkpointer_share_no_store() -> None:
+    one, two = linear(reply), linear(reply)
+    assert one.checkpointer is not two.checkpointer
+    await one.ainvoke(inp("one"), {"thread_id": "t"})
+    assert await two.aget_state({"thread_id": "t"}) is None
+
+
+def test_the_store_of_an_app_without_a_checkpointer_is_bounded() -> None:
+    store = linear(reply).checkpointer
+    assert type(store) is DefaultCheckpointer
+    assert (store.max_threads, store.max_bytes) == (1_000, 64 * 1024 * 1024)
+
+
+async def test_a_thread_its_bounded_store_dropped_starts_afresh() -> None:
+    app = linear(reply, checkpointer=InMemoryCheckpointer(max_threads=2))
+    for thread in ("a", "b", "c"):
+        await app.ainvoke(inp(f"to {thread}"), {"thread_id": thread})
+    assert await app.aget_state({"thread_id": "a"}) is None  # the least recently used
+    result = await app.ainvoke(inp("again"), {"thread_id": "a"}, response_granularity="partial")
+    assert texts(result["context"]) == ["again", "reply to again"]
 
 
 # -- nodes only Command(goto=...) reaches ----------------------------------------------------

@@ -68,8 +68,9 @@ async def test_get_state_is_none_for_an_unknown_thread() -> None:
     assert app.get_state({"thread_id": "other"}) is None
 
 
-async def test_get_state_is_none_without_a_checkpointer() -> None:
-    app = linear(echo)
+async def test_get_state_is_none_for_an_app_compiled_to_keep_nothing() -> None:
+    app = linear(echo, checkpointer=False)  # without a checkpointer, threads stay in memory
+    assert app.checkpointer is None
     await app.ainvoke(inp("one"), {"thread_id": "t"})
     assert await app.aget_state({"thread_id": "t"}) is None
     assert app.get_state({"thread_id": "t"}) is None
@@ -80,14 +81,14 @@ async def test_get_state_needs_a_thread_id() -> None:
         await memo_app().aget_state({})
 
 
-async def test_without_a_checkpointer_each_invoke_starts_fresh() -> None:
+async def test_an_app_compiled_to_keep_nothing_starts_each_invoke_fresh() -> None:
     seen: list[list[str]] = []
 
     def look(state: AgentState) -> str:
         seen.append(texts(state.context))
         return "reply"
 
-    app = linear(look)
+    app = linear(look, checkpointer=False)
     config = {"thread_id": "t"}
     await app.ainvoke(inp("one"), config)
     result = await app.ainvoke(inp("two"), config, response_granularity="partial")

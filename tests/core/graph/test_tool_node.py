@@ -1023,17 +1023,17 @@ async def test_after_a_crash_in_the_tools_step_finished_calls_are_replayed(
     assert outputs == {"c1": "counted", "c2": "unstuck"}
 
 
-async def test_without_a_checkpointer_there_is_no_ledger_and_nothing_to_resume() -> None:
-    """A graph without a checkpointer keeps no thread, so no step ever runs again: the same
-    input runs the tool again, and a paused run cannot be resumed (and says so)."""
+async def test_an_app_compiled_to_keep_nothing_has_no_ledger_and_nothing_to_resume() -> None:
+    """A graph compiled with `checkpointer=False` keeps no thread, so no step ever runs again:
+    the same input runs the tool again, and a paused run cannot be resumed (and says so)."""
     counter = Counter()
-    app = tools_only([counter])
+    app = tools_only([counter], checkpointer=False)
     asked = asking(tool_call("counter", "c1"), message_id="asst-1")
     config = thread()
     for _ in range(2):
         await invoke(app, {"messages": [user("go"), asked]}, config)
     assert counter.calls == 2
-    paused = loop([approve], Script([tool_call("approve")], "done"))
+    paused = loop([approve], Script([tool_call("approve")], "done"), checkpointer=False)
     await invoke(paused, inp("go"), config)
     with pytest.raises(ValueError, match="Nothing to resume"):
         await invoke(paused, {"resume": "yes"}, config)

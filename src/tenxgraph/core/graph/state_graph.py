@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -14,6 +14,7 @@ from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+from tenxgraph.storage.checkpointer.memory import default_checkpointer
 from tenxgraph.utils.constants import END, START
 
 _RESERVED_NAMES = (START, END)
@@ -115,7 +116,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: BaseCheckpointer | None = None,
+        checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
         **_ignored: Any,
@@ -124,7 +125,12 @@ class StateGraph:
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
         (GRAPH_004), a node whose parameters cannot be filled (GRAPH_007). Nodes no edge or
         condition leads to only give an `UnreachableNodesWarning` (GRAPH_003): a node may
-        still route to them with `Command(goto=...)`."""
+        still route to them with `Command(goto=...)`.
+
+        Without a `checkpointer` the app keeps its threads in memory, as 10xgraph's does
+        (`get_state`, resuming a pause, the next turn of a thread all work), in an
+        `InMemoryCheckpointer` bounded at 1,000 threads and 64 MiB that drops the least
+        recently used ones; `checkpointer=False` keeps nothing at all."""
         self._check_edges()
         specs = {
             name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
@@ -140,13 +146,15 @@ class StateGraph:
         _warn_unreachable([n for n in self.nodes if n not in reached])
         before = self._breakpoints(interrupt_before)
         after = self._breakpoints(interrupt_after)
-        if checkpointer is not None:
+        if checkpointer is None:
+            checkpointer = default_checkpointer()
+        if checkpointer is not False:
             checkpointer.bind_state_type(type(self.state))
         return CompiledGraph(
             state=self.state,
             specs=specs,
             routing=routing,
-            checkpointer=checkpointer,
+            checkpointer=None if checkpointer is False else checkpointer,
             context_manager=self.context_manager,
             interrupt_before=before,
             interrupt_after=after,

@@ -1,14 +1,17 @@
-"""`InMemoryCheckpointer`: threads kept in this process, for tests and notebooks."""
+"""`InMemoryCheckpointer`: threads kept in this process, for tests and notebooks, and the
+store `compile()` gives an app that brings none (bounded: least recently used threads go)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError, StorageError
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._sql import encode_tool_result
 from tenxgraph.storage.checkpointer.base import (
@@ -28,6 +31,16 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
+
+logger = get_logger(__name__)
+
+#: the bounds of the store `StateGraph.compile()` gives an app compiled without a checkpointer
+DEFAULT_MAX_THREADS = 1_000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+# what a kept version or message row costs beyond its JSON text (the objects holding it), as
+# counted against `max_bytes`
+_ROW_OVERHEAD = 100
 
 
 @dataclass(slots=True)
@@ -49,6 +62,7 @@ class _Thread:
     generation: int = 0
     lease_owner: str | None = None
     lease_expires: float = 0.0
+    size: int = 0  # what it counts against `max_bytes`: its JSON text plus row overheads
 
     def holder(self, now: float) -> str | None:
         """The owner of the live lease, if any."""
@@ -61,18 +75,54 @@ class _Thread:
 
 class InMemoryCheckpointer(BaseCheckpointer):
     """Stores JSON copies, never references: changing a state you got back (or one you saved)
-    never changes what is stored. Each instance is its own store."""
+    never changes what is stored. Each instance is its own store.
 
-    def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
+    Unbounded unless given a bound: with `max_threads` (a number of threads) and/or
+    `max_bytes` (the JSON text kept, in characters, plus about 100 per stored version, message
+    row and ledger entry), a save that takes the store past a bound drops the least recently
+    used threads (read or written last the longest ago) until it is within it again; a thread
+    a run holds (its lease) is never dropped, nor the one being saved. A dropped thread is
+    gone, as if deleted: its state, history, pause and tool ledger. The first drop logs a
+    warning. `compile()` without a checkpointer gives the app one bounded at 1,000 threads
+    and 64 MiB."""
+
+    def __init__(
+        self,
+        *,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        max_threads: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
         super().__init__()
         self.lease_ttl = check_ttl(lease_ttl)
+        self.max_threads = _bound("max_threads", max_threads)
+        self.max_bytes = _bound("max_bytes", max_bytes)
         self._threads: dict[str, _Thread] = {}
         self._stop_requests: set[str] = set()
         self._ledger: dict[tuple[str, str, str], str] = {}
+        self._ledger_keys: dict[str, list[tuple[str, str, str]]] = {}  # by thread
+        # least recently used first; kept only when bounded
+        self._recent: OrderedDict[str, None] | None = (
+            None if self.max_threads is None and self.max_bytes is None else OrderedDict()
+        )
+        self._bytes = 0  # the sum of the threads' `size` (counted only under `max_bytes`)
+        self._dropped = 0  # threads dropped to stay within the bounds, so far
+
+    def _touch(self, thread_id: str) -> None:
+        """`thread_id` was just used: the last to be dropped."""
+        recent = self._recent
+        if recent is not None:
+            try:
+                recent.move_to_end(thread_id)
+            except KeyError:  # a new thread
+                recent[thread_id] = None
 
     async def aversion(self, thread_id: str) -> int | None:
         thread = self._threads.get(thread_id)
-        return None if thread is None else thread.version
+        if thread is None:
+            return None
+        self._touch(thread_id)
+        return thread.version
 
     async def aload(
         self, thread_id: str, state_type: type[S], version: int | None = None
@@ -80,6 +130,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         thread = self._threads.get(thread_id)
         if thread is None:
             return None
+        self._touch(thread_id)
         saved = thread.versions[-1] if version is None else _find(thread, thread_id, version)
         state = decode_state(
             state_type, thread_id, saved.header, thread.messages[: saved.message_count]
@@ -118,6 +169,8 @@ class InMemoryCheckpointer(BaseCheckpointer):
             thread.lease_owner, thread.lease_expires = None, 0.0
         else:
             thread.lease_owner, thread.lease_expires = lease.owner, now + lease.ttl
+        if self.max_bytes is not None:
+            self._count(thread, header, encoded, thread.messages if rewrite else ())
         if rewrite:
             thread.messages = encoded
             thread.generation += 1
@@ -137,7 +190,74 @@ class InMemoryCheckpointer(BaseCheckpointer):
                 time.time(),
             )
         )
+        if self._recent is not None:
+            self._touch(thread_id)
+            self._keep_within_bounds(thread_id)
         return version
+
+    # -- the bounds ------------------------------------------------------------------------
+
+    def _count(
+        self, thread: _Thread, header: str, added: list[str], removed: Sequence[str]
+    ) -> None:
+        """Count a save's new version and rows against `max_bytes` (and rows it replaces)."""
+        change = len(header) + _ROW_OVERHEAD
+        for row in added:
+            change += len(row) + _ROW_OVERHEAD
+        for row in removed:
+            change -= len(row) + _ROW_OVERHEAD
+        thread.size += change
+        self._bytes += change
+
+    def _over(self, threads: int, size: int) -> bool:
+        return (self.max_threads is not None and threads > self.max_threads) or (
+            self.max_bytes is not None and size > self.max_bytes
+        )
+
+    def _keep_within_bounds(self, saved: str) -> None:
+        """Drop the least recently used threads until the store is within its bounds; never
+        `saved` (the thread just written) nor a thread whose lease is live."""
+        threads, size = len(self._threads), self._bytes
+        if not self._over(threads, size):
+            return
+        assert self._recent is not None
+        now = time.time()
+        victims = []
+        for thread_id in self._recent:  # least recently used first
+            if not self._over(threads, size):
+                break
+            thread = self._threads.get(thread_id)
+            if thread_id == saved or thread is None or thread.holder(now) is not None:
+                continue
+            victims.append(thread_id)
+            threads -= 1
+            size -= thread.size
+        for thread_id in victims:
+            self._drop(thread_id)
+        if victims and not self._dropped:
+            logger.warning(
+                "InMemoryCheckpointer (max_threads=%s, max_bytes=%s) is full and drops its "
+                "least recently used threads, starting with %r: their state is gone. Compile "
+                "the app with SqliteCheckpointer(path) to keep every thread, or give this "
+                "store larger bounds",
+                self.max_threads,
+                self.max_bytes,
+                victims[0],
+            )
+        self._dropped += len(victims)
+
+    def _drop(self, thread_id: str) -> bool:
+        """Forget the thread: its versions, messages, stop request and ledger."""
+        self._stop_requests.discard(thread_id)
+        for key in self._ledger_keys.pop(thread_id, ()):
+            self._ledger.pop(key, None)
+        if self._recent is not None:
+            self._recent.pop(thread_id, None)
+        thread = self._threads.pop(thread_id, None)
+        if thread is None:
+            return False
+        self._bytes -= thread.size
+        return True
 
     async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
         thread = self._threads.get(thread_id)
@@ -164,6 +284,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         thread = self._threads.get(thread_id)
         if thread is None:
             return []
+        self._touch(thread_id)
         rows = thread.versions[::-1][:limit]
         return [
             CheckpointInfo(
@@ -173,10 +294,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         ]
 
     async def adelete_thread(self, thread_id: str) -> bool:
-        self._stop_requests.discard(thread_id)
-        for key in [k for k in self._ledger if k[0] == thread_id]:
-            del self._ledger[key]
-        return self._threads.pop(thread_id, None) is not None
+        return self._drop(thread_id)
 
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
         ids = list(self._threads)
@@ -188,7 +306,12 @@ class InMemoryCheckpointer(BaseCheckpointer):
         key = (thread_id, message_id, call_id)
         if key in self._ledger:
             return False
-        self._ledger[key] = encode_tool_result(result)
+        encoded = self._ledger[key] = encode_tool_result(result)
+        self._ledger_keys.setdefault(thread_id, []).append(key)
+        thread = self._threads.get(thread_id)
+        if self.max_bytes is not None and thread is not None:
+            thread.size += len(encoded) + _ROW_OVERHEAD
+            self._bytes += len(encoded) + _ROW_OVERHEAD
         return True
 
     async def aget_tool_result(
@@ -207,6 +330,25 @@ class InMemoryCheckpointer(BaseCheckpointer):
         self._stop_requests.discard(thread_id)
 
 
+class DefaultCheckpointer(InMemoryCheckpointer):
+    """The store of an app compiled without a checkpointer (see `default_checkpointer`). A
+    class of its own so that a host with a better default (the `tenxgraph` command keeps
+    threads in SQLite) can tell it from a store the app chose."""
+
+
+def default_checkpointer() -> DefaultCheckpointer:
+    """A new store for an app compiled without one: in memory, at most 1,000 threads and
+    about 64 MiB of them, the least recently used dropped first. Enough for a notebook, a test
+    or a small service, and never an unbounded leak in a long-running one."""
+    return DefaultCheckpointer(max_threads=DEFAULT_MAX_THREADS, max_bytes=DEFAULT_MAX_BYTES)
+
+
+def _bound(name: str, value: int | None) -> int | None:
+    if value is not None and (type(value) is not int or value < 1):
+        raise ValueError(f"InMemoryCheckpointer({name}=...) must be a positive int or None")
+    return value
+
+
 def _find(thread: _Thread, thread_id: str, version: int) -> _Version:
     for saved in thread.versions:
         if saved.version == version:
@@ -223,4 +365,10 @@ def _find(thread: _Thread, thread_id: str, version: int) -> _Version:
     )
 
 
-__all__ = ["InMemoryCheckpointer"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_THREADS",
+    "DefaultCheckpointer",
+    "InMemoryCheckpointer",
+    "default_checkpointer",
+]
