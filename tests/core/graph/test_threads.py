@@ -241,7 +241,7 @@ async def test_a_run_cancelled_while_waiting_for_its_turn_does_not_block_the_nex
     second = asyncio.create_task(app.ainvoke(inp("second"), config))
     third = asyncio.create_task(app.ainvoke(inp("third"), config))
     await asyncio.sleep(0)  # one loop turn: both start and queue up behind the first
-    (waiting,) = app._turns.values()
+    (waiting,) = app._threads.turns.values()
     assert len(waiting) == 2
     second.cancel()
     release.set()
@@ -252,7 +252,7 @@ async def test_a_run_cancelled_while_waiting_for_its_turn_does_not_block_the_nex
     stored = await app.aget_state(config)
     assert stored is not None
     assert texts(stored.context) == ["first", "reply to first", "third", "reply to third"]
-    assert app._turns == {}  # nothing left of the thread's queue
+    assert app._threads.turns == {}  # nothing left of the thread's queue
 
 
 async def test_concurrent_runs_on_different_threads_run_at_the_same_time() -> None:
