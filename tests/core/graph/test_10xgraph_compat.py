@@ -73,7 +73,6 @@ def looping_app() -> CompiledGraph:
     return graph.compile()
 
 
-@pytest.mark.xfail(reason="needs engine change", strict=True)
 async def test_a_run_past_its_recursion_limit_says_recursion_limit() -> None:
     with pytest.raises(GraphRecursionError, match="recursion limit") as info:
         await looping_app().ainvoke(inp("hi"), {"recursion_limit": 5})

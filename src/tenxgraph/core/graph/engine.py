@@ -204,7 +204,9 @@ class Run:
         steps = 0
         while frontier:
             if steps >= self.settings.recursion_limit:
-                raise _recursion_error(self.settings.recursion_limit, frontier)
+                raise GraphRecursionError.limit_reached(
+                    self.settings.recursion_limit, [s.name for s in frontier]
+                )
             paused = await self._paused_before(state, frontier, skip_breakpoint)
             if paused is not None:
                 async for chunk in paused:
@@ -438,15 +440,6 @@ class Run:
             if meta.interrupt_data:
                 result["interrupt"] = meta.interrupt_data
         return result
-
-
-def _recursion_error(limit: int, frontier: Sequence[NodeSpec]) -> GraphRecursionError:
-    names = [s.name for s in frontier]
-    return GraphRecursionError(
-        f"Recursion limit of {limit} steps reached before reaching END (next: {names}). If "
-        "the graph needs more steps, raise it: config={'recursion_limit': 100}",
-        context={"recursion_limit": limit, "next": names},
-    )
 
 
 def _mark_completed(meta: ExecutionState) -> None:
