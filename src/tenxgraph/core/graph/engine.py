@@ -335,7 +335,9 @@ class Run:
             elif not frontier:  # the last step: this save also records the completion
                 _mark_completed(meta)
             final = bool(pause_after) or not frontier
-            self.version = await self.keeper.save(state, self.version, added, final=final)
+            self.version = await self.keeper.save(
+                state, self.version, added, final=final, step=True
+            )
         except BaseException:
             restore(state, pre, pre_len)
             set_fields(meta, step=pre_step)

@@ -42,6 +42,10 @@ class Keeper:
         )
         self.holding = False
         self.lost = False
+        # a store that is not saved after every step: the messages of the steps not saved
+        # yet, to append at the next save (None: that save rewrites the log)
+        self.every_step = checkpointer is None or checkpointer.saves_every_step
+        self._unsaved: list[Message] | None = []
         self._renewal: asyncio.Task[None] | None = None
 
     async def save(
@@ -51,12 +55,25 @@ class Keeper:
         added: list[Message] | None,
         *,
         final: bool = False,
+        step: bool = False,
     ) -> int | None:
         """Checkpoint: append `added` to the log, or replace the log when it is None. The
-        first save takes the thread's lease, a `final` one releases it."""
+        first save takes the thread's lease, a `final` one releases it. The save after a
+        `step` is put off, for a store that is not saved after every step, to its next save
+        (the version stays the same)."""
         checkpointer = self.checkpointer
         if checkpointer is None:
             return version
+        unsaved = self._unsaved
+        if step and not final and not self.every_step and self.holding:
+            if unsaved is not None:
+                if added is None:
+                    self._unsaved = None
+                else:
+                    unsaved.extend(added)
+            return version
+        if unsaved != [] and added is not None:
+            added = None if unsaved is None else [*unsaved, *added]
         lease = self.lease
         try:
             saved = await checkpointer.asave(
@@ -74,6 +91,7 @@ class Keeper:
             self.holding = False  # someone else took the thread while we held it
             self._stop_heartbeat()
             raise lost_error(self.thread_id, lease.owner) from exc
+        self._unsaved = []
         if final:
             self.holding = False
             self._stop_heartbeat()

@@ -153,6 +153,11 @@ class BaseCheckpointer(ABC):
     #: `lease_ttl=`): how long a thread stays blocked after its owner's process died
     lease_ttl: float = DEFAULT_LEASE_TTL
 
+    #: whether a run saves after every step (a crash loses at most the running step), or only
+    #: when it starts, pauses, fails and ends: for a store that cannot outlive the process
+    #: anyway (the default in-memory one), where the saves between would only cost time
+    saves_every_step: bool = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A store's methods that take a thread id check it first (`valid_thread_id`), and its
         `asave` checks the new messages (`check_messages`), before the store's own code runs:

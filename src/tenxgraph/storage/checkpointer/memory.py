@@ -333,7 +333,10 @@ class InMemoryCheckpointer(BaseCheckpointer):
 class DefaultCheckpointer(InMemoryCheckpointer):
     """The store of an app compiled without a checkpointer (see `default_checkpointer`). A
     class of its own so that a host with a better default (the `tenxgraph` command keeps
-    threads in SQLite) can tell it from a store the app chose."""
+    threads in SQLite) can tell it from a store the app chose. It cannot outlive the process,
+    so a run saves to it when it starts, pauses, fails and ends, not after every step."""
+
+    saves_every_step = False
 
 
 def default_checkpointer() -> DefaultCheckpointer:
