@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
@@ -13,9 +13,10 @@ from tenxgraph.core.graph.node import NodeFunc, compile_node
 from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.storage.checkpointer.base import BaseCheckpointer
-from tenxgraph.storage.checkpointer.memory import default_checkpointer
 from tenxgraph.utils.constants import END, START
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 _RESERVED_NAMES = (START, END)
 
@@ -147,6 +148,8 @@ class StateGraph:
         before = self._breakpoints(interrupt_before)
         after = self._breakpoints(interrupt_after)
         if checkpointer is None:
+            from tenxgraph.storage.checkpointer.memory import default_checkpointer
+
             checkpointer = default_checkpointer()
         if checkpointer is not False:
             checkpointer.bind_state_type(type(self.state))
