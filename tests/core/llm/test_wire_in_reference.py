@@ -1,20 +1,27 @@
 """The answer conversion's fast paths agree with plain reference versions: token counts read from
-any usage shape (`token_usages`), and credential keys dropped at any depth (`scrub`)."""
+any usage shape (`token_usages`), credential keys dropped at any depth (`scrub`), and stream
+chunks read alike from litellm's objects (fields in pydantic's extra dict) and plain ones."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenxgraph.core.llm.litellm_client import load_litellm
-from tenxgraph.core.llm.wire_in import scrub, token_usages
-from tenxgraph.core.state import TokenUsages
+from tenxgraph.core.llm.wire_in import StreamAssembler, scrub, token_usages
+from tenxgraph.core.state import Message, TokenUsages
 
 load_litellm()  # sets the offline cost map before litellm is imported
 
-from litellm.types.utils import Usage  # noqa: E402
+from litellm.types.utils import (  # noqa: E402
+    Delta,
+    ModelResponseStream,
+    StreamingChoices,
+    Usage,
+)
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -146,3 +153,61 @@ def test_scrub_drops_what_the_reference_drops_and_copies_only_then(value: Any) -
     assert scrubbed == expected
     if expected == value:
         assert scrubbed is value  # nothing to drop: returned as it is
+
+
+def litellm_chunk(finish: str | None = None, **delta: Any) -> ModelResponseStream:
+    return ModelResponseStream(
+        id="chatcmpl-s",
+        model="m-1",
+        choices=[StreamingChoices(index=0, delta=Delta(**delta), finish_reason=finish)],
+    )
+
+
+def plain_chunk(finish: str | None = None, **delta: Any) -> SimpleNamespace:
+    calls = [
+        SimpleNamespace(index=c["index"], id=c["id"], function=SimpleNamespace(**c["function"]))
+        for c in delta.pop("tool_calls", None) or ()
+    ]
+    values = {"content": None, "reasoning_content": None, "thinking_blocks": None, **delta}
+    return SimpleNamespace(
+        id="chatcmpl-s",
+        model="m-1",
+        usage=None,
+        choices=[
+            SimpleNamespace(
+                delta=SimpleNamespace(**values, tool_calls=calls or None), finish_reason=finish
+            )
+        ],
+    )
+
+
+def shown(message: Message | None) -> Any:
+    if message is None:
+        return None
+    return message.model_dump(exclude={"message_id", "timestamp"})
+
+
+def test_stream_chunks_read_alike_from_litellm_objects_and_plain_objects() -> None:
+    call = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    pieces: list[tuple[str | None, dict[str, Any]]] = [
+        (None, {"content": "", "role": "assistant"}),
+        (None, {"reasoning_content": "hm"}),
+        (None, {"content": "Hel"}),
+        (None, {"content": "lo"}),
+        (None, {"tool_calls": [call]}),
+        ("tool_calls", {}),
+    ]
+    results = []
+    for make in (litellm_chunk, plain_chunk):
+        assembler = StreamAssembler("openai", "m")
+        deltas = [shown(assembler.add(make(finish, **dict(delta)))) for finish, delta in pieces]
+        results.append((deltas, shown(assembler.finish())))
+    assert results[0] == results[1]
+    deltas, final = results[0]
+    assert [
+        d["content"][0]["text"]
+        for d in deltas
+        if d and d["content"] and d["content"][0]["type"] == "text"
+    ] == ["Hel", "lo"]
+    assert final["metadata"]["finish_reason"] == "tool_calls"
+    assert final["tools_calls"][0]["function"]["arguments"] == '{"a": 1}'

@@ -448,6 +448,30 @@ def _attr(obj: Any, name: str) -> Any:
     return extra.get(name) if extra else None
 
 
+class _Attributes:
+    """`.get(name)` as `getattr(obj, name, None)`, for objects that are not pydantic models."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def get(self, name: str) -> Any:
+        return getattr(self.obj, name, None)
+
+
+def _values(obj: Any) -> Any:
+    """Something whose `.get(name)` is `_attr(obj, name)`: for a pydantic model, its fields and
+    its extra fields (litellm's stream deltas keep most of theirs there) in one dict, so that
+    reading several of them costs one merge rather than a call each."""
+    try:
+        fields = obj.__dict__
+        extra = obj.__pydantic_extra__
+    except AttributeError:
+        return _Attributes(obj)
+    return {**extra, **fields} if extra else fields
+
+
 class StreamAssembler:
     """Turns litellm stream chunks into `Message(delta=True)` pieces and, at the end, the one
     complete message. Every piece and the final message share one `message_id`."""
@@ -479,11 +503,11 @@ class StreamAssembler:
         finish_reason = _attr(choice, "finish_reason")
         if finish_reason:
             draft.finish_reason = finish_reason
-        delta = _attr(choice, "delta")
-        text = _attr(delta, "content")
-        reasoning = _attr(delta, "reasoning_content")
-        calls = _attr(delta, "tool_calls")
-        thinking = _attr(delta, "thinking_blocks")
+        delta = _values(_attr(choice, "delta"))
+        text = delta.get("content")
+        reasoning = delta.get("reasoning_content")
+        calls = delta.get("tool_calls")
+        thinking = delta.get("thinking_blocks")
         if text and not (reasoning or calls or thinking):  # the hot path: a text token
             self._text.append(text)
             return _text_message(text, "assistant", draft.message_id, True)
