@@ -14,7 +14,9 @@ What a run adds = the thread's CPU for the run minus the CPU spent inside
 of the litellm call, for: the Agent's model client alone (`client`: the request and the answer
 converted, no graph), a one-node Agent graph without a checkpointer (`graph`), on a new
 in-memory thread (`call`), and per step of a 10-step Agent loop on an in-memory thread
-(`step`) and without a checkpointer (`step-nockpt`).
+(`step`) and without a checkpointer (`step-nockpt`). "Without a checkpointer" is
+`compile(checkpointer=False)` in versions with the default in-memory store, else `compile()`:
+the run keeps nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def layers(package: str, api_base: str) -> dict[str, tuple[Run, int]]:
     end, start = constants.END, constants.START
     question = state.Message.text_message("hi")
     threads = (f"{package}-{i}" for i in itertools.count())
+    # no checkpointer: since the default in-memory store (compile() keeps threads unless told
+    # checkpointer=False), False; before it, None
+    memory = importlib.import_module(f"{package}.storage.checkpointer.memory")
+    nothing = False if hasattr(memory, "DefaultCheckpointer") else None
 
     def build(keep: bool, steps: int) -> Run:
         g = graph.StateGraph()
@@ -84,7 +90,7 @@ def layers(package: str, api_base: str) -> dict[str, tuple[Run, int]]:
                 lambda s: "agent" if len(s.context) - 1 < steps else end,
                 {"agent": "agent", end: end},
             )
-        app = g.compile(checkpointer=storage.InMemoryCheckpointer() if keep else None)
+        app = g.compile(checkpointer=storage.InMemoryCheckpointer() if keep else nothing)
 
         async def run() -> None:
             await app.ainvoke({"messages": [question]}, {"thread_id": next(threads)})

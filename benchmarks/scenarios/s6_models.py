@@ -434,7 +434,7 @@ async def paired_call_added(
     graph.add_node("agent", Agent(MODEL, api_base=api_base, api_key="x"))
     graph.add_edge(START, "agent")
     graph.add_edge("agent", END)
-    bare_app = graph.compile()
+    bare_app = graph.compile(checkpointer=False)  # keeps nothing (not even the default store)
 
     async def graph_call() -> str:
         result = await bare_app.ainvoke({"messages": [question]}, {"thread_id": next(threads)})
