@@ -61,8 +61,12 @@ def is_connection_setting(name: str) -> bool:
 async def complete(routes: Sequence[Route], request: ModelRequest, config: RetryConfig) -> Message:
     """One complete answer from the first model in `routes` that gives one."""
     failures: list[tuple[str, ModelError]] = []
+    primary = routes[0]
     for route in routes:
-        asked = _for_route(request, route, routes[0])
+        if route is primary and request.model == route.model:  # the usual case: as it is
+            asked = request
+        else:
+            asked = _for_route(request, route, primary)
         attempt = 0
         while True:
             try:
