@@ -186,3 +186,30 @@ async def test_nodes_nothing_leads_to_compile_and_the_reachable_ones_run() -> No
         app = graph.compile()
     result = await app.ainvoke(inp("hi"))
     assert texts(result["messages"]) == ["hi", "agent 1"]
+
+
+def test_10xgraphs_builder_parameters_are_taken_and_each_one_given_is_warned_about() -> None:
+    with pytest.warns(UserWarning, match=r"StateGraph\(publisher=\.\.\.\) has no effect") as seen:
+        graph = StateGraph(AgentState, publisher=object(), id_generator=None)
+    assert len(seen) == 1  # the one given, not the one left at None
+    graph.add_node("only", say("ok"))
+    graph.add_edge(START, "only")
+    with pytest.warns(UserWarning, match=r"compile\(store=\.\.\.\) has no effect"):
+        graph.compile(store=object())
+
+
+def test_a_parameter_neither_framework_has_is_refused() -> None:
+    with pytest.raises(TypeError, match="publsher"):
+        StateGraph(AgentState, publsher=object())  # type: ignore[call-arg]
+    graph = StateGraph()
+    graph.add_node("only", say("ok"))
+    graph.add_edge(START, "only")
+    with pytest.raises(TypeError, match="checkpointr"):
+        graph.compile(checkpointr=None)  # type: ignore[call-arg]
+
+
+def test_10xgraphs_import_path_of_the_base_context_manager_works() -> None:
+    from tenxgraph.core.state import BaseContextManager
+    from tenxgraph.core.state.base_context import BaseContextManager as Same
+
+    assert Same is BaseContextManager

@@ -29,8 +29,13 @@ class StateGraph:
         self,
         state: AgentState | type[AgentState] | None = None,
         context_manager: BaseContextManager[Any] | None = None,
-        **_ignored: Any,
+        publisher: Any = None,
+        id_generator: Any = None,
+        container: Any = None,
     ) -> None:
+        _not_supported(
+            "StateGraph", publisher=publisher, id_generator=id_generator, container=container
+        )
         if state is None:
             state = AgentState()
         elif inspect.isclass(state):
@@ -120,7 +125,10 @@ class StateGraph:
         checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
-        **_ignored: Any,
+        store: Any = None,
+        media_store: Any = None,
+        callback_manager: Any = None,
+        shutdown_timeout: Any = None,
     ) -> CompiledGraph:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
@@ -132,6 +140,13 @@ class StateGraph:
         (`get_state`, resuming a pause, the next turn of a thread all work), in an
         `InMemoryCheckpointer` bounded at 1,000 threads and 64 MiB that drops the least
         recently used ones; `checkpointer=False` keeps nothing at all."""
+        _not_supported(
+            "compile",
+            store=store,
+            media_store=media_store,
+            callback_manager=callback_manager,
+            shutdown_timeout=shutdown_timeout,
+        )
         self._check_edges()
         specs = {
             name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
@@ -250,3 +265,16 @@ def _bound(
     object can serve several graphs."""
     bind = getattr(func, "_bind_to_graph", None)
     return bind(name, nodes, context_manager) if bind is not None else func
+
+
+def _not_supported(where: str, **given: Any) -> None:
+    """10xgraph's parameters that tenxgraph takes (so its code runs) but does not act on:
+    a warning for each one given, never silence."""
+    for name, value in given.items():
+        if value is not None:
+            warnings.warn(
+                f"{where}({name}=...) has no effect in tenxgraph (10xgraph's parameter, not "
+                "supported yet); leave it out to silence this warning",
+                UserWarning,
+                stacklevel=3,
+            )
