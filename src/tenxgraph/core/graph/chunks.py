@@ -11,10 +11,10 @@ from tenxgraph.core.graph.node import NodeEvent
 from tenxgraph.core.state import Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import (
     _new,
+    _set_dict,
     _set_extra,
     _set_fields_set,
     _set_private,
-    _setattr,
     assemble,
     template,
 )
@@ -57,7 +57,7 @@ class Chunks:
         fields["message"] = message
         fields["timestamp"] = _time()
         chunk = _new(StreamChunk)
-        _setattr(chunk, "__dict__", fields)
+        _set_dict(chunk, fields)
         _set_fields_set(chunk, set(_MESSAGE_CHUNK_SET))
         _set_extra(chunk, None)
         _set_private(chunk, None)

@@ -71,7 +71,7 @@ def template(cls: type[BaseModel], **values: Any) -> dict[str, Any]:
     return dict(trusted(cls, **values).__dict__)
 
 
-_setattr = object.__setattr__
+_set_dict = BaseModel.__dict__["__dict__"].__set__  # the slot itself: no attribute lookup
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
@@ -81,7 +81,7 @@ _new = object.__new__
 def assemble(cls: type[M], fields: dict[str, Any], fields_set: set[str]) -> M:
     """An instance of `cls` whose `__dict__` is `fields`: every field, already valid."""
     model = _new(cls)
-    _setattr(model, "__dict__", fields)
+    _set_dict(model, fields)
     _set_fields_set(model, fields_set)
     _set_extra(model, None)
     _set_private(model, None)

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 
 from tenxgraph.core.state._construct import (
     _new,
+    _set_dict,
     _set_extra,
     _set_fields_set,
     _set_private,
-    _setattr,
     assemble,
     template,
 )
@@ -297,7 +297,7 @@ def _text_message(content: str, role: str, message_id: str | int, delta: bool) -
     block_fields["text"] = content
     block_fields["annotations"] = []
     block = _new(TextBlock)
-    _setattr(block, "__dict__", block_fields)
+    _set_dict(block, block_fields)
     _set_fields_set(block, {"text"})
     _set_extra(block, None)
     _set_private(block, None)
@@ -308,7 +308,7 @@ def _text_message(content: str, role: str, message_id: str | int, delta: bool) -
     fields["timestamp"] = _time()
     fields["metadata"] = {}
     message = _new(Message)
-    _setattr(message, "__dict__", fields)
+    _set_dict(message, fields)
     if delta:
         fields["delta"] = True
         _set_fields_set(message, {"message_id", "role", "content", "delta"})
