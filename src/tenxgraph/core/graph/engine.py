@@ -104,25 +104,13 @@ class Run:
     # -- the run ---------------------------------------------------------------------------
 
     async def events(self) -> AsyncGenerator[StreamChunk, None]:
-        """Run to the end, yielding the chunks the consumer wants."""
-        program, threads, settings = self.program, self.threads, self.settings
-        thread_id = settings.thread_id
-        wait = settings.enqueue_timeout
-        deadline = None if wait is None else time.monotonic() + wait
-        # a thread kept in a checkpointer has one run at a time; without one, runs share nothing
-        turn = (
-            None
-            if program.checkpointer is None
-            else await threads.take_turn(thread_id, settings.multitask_strategy, deadline, wait)
-        )
-        threads.active[thread_id] = self
-        outer_express = current_express.get()
-        current_express.set(self.express)
-        self.loop = asyncio.get_running_loop()
-        self.guard.task = asyncio.current_task()
+        """Run to the end, yielding the chunks the consumer wants. The super-steps run right
+        here, not in a generator of their own: one relay less per streamed token."""
+        want, chunks = self.want, self.chunks
         started = time.perf_counter()
+        deadline, turn, outer_express = await self._begin()
         state: AgentState | None = None
-        opening = Opening(program, threads, self.keeper, settings, self.input_data)
+        opening = Opening(self.program, self.threads, self.keeper, self.settings, self.input_data)
         try:
             state = await opening.open(deadline)
             self.version = opening.version
@@ -131,48 +119,101 @@ class Run:
             if opening.replay is not None:  # an answered turn sent again: its answer again
                 self.produced = opening.replay
             else:
-                # closed here if the consumer stops early: in this task, so that the steps'
-                # own cleanup (scopes, running nodes, model streams) runs in their context
-                steps = self._steps(state, opening)
-                try:
-                    async for chunk in steps:
+                frontier = await self._first_step(state, opening)
+                skip_breakpoint, steps = opening.skip_breakpoint, 0
+                while frontier:  # a super-step
+                    limit = self.settings.recursion_limit
+                    if steps >= limit:
+                        raise GraphRecursionError.limit_reached(limit, [s.name for s in frontier])
+                    paused = await self._paused_before(state, frontier, skip_breakpoint)
+                    if paused is not None:
+                        async for chunk in paused:
+                            yield chunk
+                        break
+                    skip_breakpoint, steps = False, steps + 1
+                    if StreamEvent.UPDATES in want:
+                        for spec in frontier:
+                            yield chunks.update("invoking_node", node=spec.name, step=steps)
+                    outputs: list[NodeOutput] = []
+                    try:  # closed here if the consumer stops early, in this task
+                        async with contextlib.aclosing(
+                            self._start(state, frontier, outputs)
+                        ) as ran:
+                            async for chunk in ran:
+                                yield chunk
+                    except BaseException as exc:
+                        restore(state, self._pre, self._pre_len)  # nothing of it stays
+                        async for chunk in self._halted(state, frontier, exc):
+                            yield chunk
+                        break
+                    frontier, pause_after = await self._commit(state, frontier, outputs)
+                    async for chunk in self._step_ended(state, steps, pause_after):
                         yield chunk
-                finally:
-                    await steps.aclose()
-            if StreamEvent.UPDATES in self.want:
-                yield self.chunks.update(
-                    "graph_invoked",
-                    time_taken=time.perf_counter() - started,
-                    token_usage=self.token_usage(),
+                    if pause_after:
+                        break
+                else:  # no node left: the run completed
+                    await self._completed(state)
+            if StreamEvent.UPDATES in want:
+                taken = time.perf_counter() - started
+                yield chunks.update(
+                    "graph_invoked", time_taken=taken, token_usage=self.token_usage()
                 )
-            # the state is kept for the thread's next run only at the low granularity (the
-            # others hand out parts of it) and with a checkpointer; then the messages handed
-            # out are copies, so what the caller does with them changes nothing
-            keep = (
-                self.granularity == ResponseGranularity.LOW
-                and program.checkpointer is not None
-                and self.version is not None
-            )
-            self.result = self._result(state, opening.given, copies=keep)
-            if keep:
-                threads.remember(thread_id, self.version, state)
+            self._finish(state, opening.given)
         except BaseException as exc:
             if state is not None and opening.replay is None:
                 running = [s.name for s in self.current]
                 self.version = await self.keeper.record_failure(
                     state, self.version, exc, running, self.scheduler.deferred
                 )
-            if isinstance(exc, Exception) and StreamEvent.ERROR in self.want:
-                yield self.chunks.error(exc)
+            if isinstance(exc, Exception) and StreamEvent.ERROR in want:
+                yield chunks.error(exc)
             raise
         finally:
-            self.guard.close()
-            await self.keeper.let_go()
-            if threads.active.get(thread_id) is self:
-                del threads.active[thread_id]
-            if turn is not None:
-                threads.end_turn(turn)
-            current_express.set(outer_express)
+            await self._end(turn, outer_express)
+
+    async def _begin(self) -> tuple[float | None, tuple[int, str] | None, Express | None]:
+        """Take the thread among this app's runs (a thread kept in a checkpointer has one run
+        at a time; without one, runs share nothing) and make this run's storage calls its
+        own: the enqueue deadline, the turn, and the express lane to restore at the end."""
+        settings, threads = self.settings, self.threads
+        wait = settings.enqueue_timeout
+        deadline = None if wait is None else time.monotonic() + wait
+        thread_id = settings.thread_id
+        turn = (
+            None
+            if self.program.checkpointer is None
+            else await threads.take_turn(thread_id, settings.multitask_strategy, deadline, wait)
+        )
+        threads.active[thread_id] = self
+        outer_express = current_express.get()
+        current_express.set(self.express)
+        self.loop = asyncio.get_running_loop()
+        self.guard.task = asyncio.current_task()
+        return deadline, turn, outer_express
+
+    async def _end(self, turn: tuple[int, str] | None, outer_express: Express | None) -> None:
+        """Let go of the thread: the timer, the lease, the turn, the express lane."""
+        self.guard.close()
+        await self.keeper.let_go()
+        threads, thread_id = self.threads, self.settings.thread_id
+        if threads.active.get(thread_id) is self:
+            del threads.active[thread_id]
+        if turn is not None:
+            threads.end_turn(turn)
+        current_express.set(outer_express)
+
+    def _finish(self, state: AgentState, given: list[Message]) -> None:
+        """The run's result. The state is kept for the thread's next run only at the low
+        granularity (the others hand out parts of it) and with a checkpointer; then the
+        messages handed out are copies, so what the caller does with them changes nothing."""
+        keep = (
+            self.granularity == ResponseGranularity.LOW
+            and self.program.checkpointer is not None
+            and self.version is not None
+        )
+        self.result = self._result(state, given, copies=keep)
+        if keep:
+            self.threads.remember(self.settings.thread_id, self.version, state)
 
     async def _started(
         self, given: list[Message], replay: list[Message] | None
@@ -192,49 +233,17 @@ class Run:
             for message in replay:
                 yield chunks.chunk(StreamEvent.MESSAGE, message=copy_message(message))
 
-    async def _steps(
-        self, state: AgentState, opening: Opening
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """Run super-steps until no node is left, the run pauses, or it is stopped."""
+    async def _first_step(self, state: AgentState, opening: Opening) -> list[NodeSpec]:
+        """Where the run starts: after START, or where an unfinished run stopped."""
         if opening.next_names is None:
-            frontier = await self.scheduler.next(state, (START,), (None,))
-        else:  # continue an unfinished run where it stopped
-            frontier = self.scheduler.resume(opening.next_names, opening.deferred)
-        skip_breakpoint = opening.skip_breakpoint
-        steps = 0
-        while frontier:
-            if steps >= self.settings.recursion_limit:
-                raise GraphRecursionError.limit_reached(
-                    self.settings.recursion_limit, [s.name for s in frontier]
-                )
-            paused = await self._paused_before(state, frontier, skip_breakpoint)
-            if paused is not None:
-                async for chunk in paused:
-                    yield chunk
-                return
-            skip_breakpoint = False
-            steps += 1
-            if StreamEvent.UPDATES in self.want:
-                for spec in frontier:
-                    yield self.chunks.update("invoking_node", node=spec.name, step=steps)
-            outputs: list[NodeOutput] = []
-            # the nodes' stream is iterated right here: one relay less per streamed token
-            try:
-                async with contextlib.aclosing(self._start(state, frontier, outputs)) as running:
-                    async for chunk in running:
-                        yield chunk
-            except BaseException as exc:
-                restore(state, self._pre, self._pre_len)  # nothing of a failed step stays
-                async for chunk in self._halted(state, frontier, exc):
-                    yield chunk
-                return
-            frontier, pause_after = await self._commit(state, frontier, outputs)
-            async for chunk in self._step_ended(state, steps, pause_after):
-                yield chunk
-            if pause_after:
-                return
+            return await self.scheduler.next(state, (START,), (None,))
+        return self.scheduler.resume(opening.next_names, opening.deferred)
+
+    async def _completed(self, state: AgentState) -> None:
+        """No node is left. The last step's save recorded the completion; a run whose entry
+        led straight to END records it here."""
         meta = state.execution_meta
-        if meta.status != ExecutionStatus.COMPLETED:  # the entry led straight to END
+        if meta.status != ExecutionStatus.COMPLETED:
             _mark_completed(meta)
             self.version = await self.keeper.save(state, self.version, [], final=True)
 
