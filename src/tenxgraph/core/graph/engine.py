@@ -125,7 +125,11 @@ class Run:
                     limit = self.settings.recursion_limit
                     if steps >= limit:
                         raise GraphRecursionError.limit_reached(limit, [s.name for s in frontier])
-                    paused = await self._paused_before(state, frontier, skip_breakpoint)
+                    paused = (
+                        await self._paused_before(state, frontier, skip_breakpoint)
+                        if self._may_pause(skip_breakpoint)
+                        else None
+                    )
                     if paused is not None:
                         async for chunk in paused:
                             yield chunk
@@ -135,20 +139,23 @@ class Run:
                         for spec in frontier:
                             yield chunks.update("invoking_node", node=spec.name, step=steps)
                     outputs: list[NodeOutput] = []
+                    ran = self._start(state, frontier, outputs)
                     try:  # closed here if the consumer stops early, in this task
-                        async with contextlib.aclosing(
-                            self._start(state, frontier, outputs)
-                        ) as ran:
-                            async for chunk in ran:
-                                yield chunk
+                        if ran is None:  # one node that streams nothing: no stream to relay
+                            outputs.append(await self.nodes.run(frontier[0], state))
+                        else:
+                            async with contextlib.aclosing(ran):
+                                async for chunk in ran:
+                                    yield chunk
                     except BaseException as exc:
                         restore(state, self._pre, self._pre_len)  # nothing of it stays
                         async for chunk in self._halted(state, frontier, exc):
                             yield chunk
                         break
                     frontier, pause_after = await self._commit(state, frontier, outputs)
-                    async for chunk in self._step_ended(state, steps, pause_after):
-                        yield chunk
+                    if want:
+                        async for chunk in self._step_ended(state, steps, pause_after):
+                            yield chunk
                     if pause_after:
                         break
                 else:  # no node left: the run completed
@@ -247,6 +254,18 @@ class Run:
             _mark_completed(meta)
             self.version = await self.keeper.save(state, self.version, [], final=True)
 
+    def _may_pause(self, skip_breakpoint: bool) -> bool:
+        """Whether the next step may not start: a stop asked here, the store's stop requests
+        due for a look, or a breakpoint to check. Most steps need none of it."""
+        return (
+            self.stop_asked
+            or (bool(self.program.interrupt_before) and not skip_breakpoint)
+            or (
+                self.program.checkpointer is not None
+                and time.monotonic() - self._last_poll > _STOP_POLL_SECONDS
+            )
+        )
+
     async def _paused_before(
         self, state: AgentState, frontier: list[NodeSpec], skip_breakpoint: bool
     ) -> AsyncIterator[StreamChunk] | None:
@@ -275,9 +294,9 @@ class Run:
 
     def _start(
         self, state: AgentState, frontier: list[NodeSpec], outputs: list[NodeOutput]
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """Start a super-step: the stream of its nodes' chunks; their outputs go to
-        `outputs` as they finish."""
+    ) -> AsyncGenerator[StreamChunk, None] | None:
+        """Start a super-step: the stream of its nodes' chunks, their outputs going to
+        `outputs` as they finish; None for one node that streams nothing (await its `run`)."""
         self.current = frontier
         set_fields(state.execution_meta, current_node=frontier[-1].name)
         self._pre = pre = dict(state.__dict__)
@@ -291,7 +310,7 @@ class Run:
             output = NodeOutput()
             outputs.append(output)
             return self.nodes.stream(spec, state, output)
-        return self.nodes.single(spec, state, outputs)
+        return None
 
     async def _halted(
         self, state: AgentState, frontier: list[NodeSpec], exc: BaseException

@@ -116,14 +116,6 @@ class NodeRunner:
             await agen.aclose()
             current_scope.reset(scope_token)
 
-    async def single(
-        self, spec: NodeSpec, state: AgentState, outputs: list[NodeOutput]
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """A node that streams nothing, as a step's stream (with no chunk): `run` it."""
-        outputs.append(await self.run(spec, state))
-        return
-        yield  # makes this an async generator
-
     async def run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
         """Run a node that is not iterated (a function, or a generator answering at once)."""
         guard = self.guard
