@@ -14,15 +14,17 @@ What a run adds = the thread's CPU for the run minus the CPU spent inside
 of the litellm call, for: the Agent's model client alone (`client`: the request and the answer
 converted, no graph), a one-node Agent graph without a checkpointer (`graph`), on a new
 in-memory thread (`call`), and per step of a 10-step Agent loop on an in-memory thread
-(`step`) and without a checkpointer (`step-nockpt`). "Without a checkpointer" is
-`compile(checkpointer=False)` in versions with the default in-memory store, else `compile()`:
-the run keeps nothing.
+(`step`) and without a checkpointer (`step-nockpt`); on request (`--layers stream`), per
+chunk of a 5,000-chunk `astream` beside a bare litellm stream read just before it. "Without a
+checkpointer" is `compile(checkpointer=False)` in versions with the default in-memory store,
+else `compile()`: the run keeps nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import itertools
 import os
@@ -41,7 +43,8 @@ sys.path.insert(0, str(HERE / "scenarios"))
 
 import s6_models as s6  # noqa: E402
 
-LAYERS = ("client", "graph", "call", "step", "step-nockpt")
+LAYERS = ("client", "graph", "call", "step", "step-nockpt", "stream")
+DEFAULT_LAYERS = LAYERS[:-1]  # a stream takes seconds: asked for by name
 Run = Callable[[], Awaitable[None]]
 
 
@@ -104,16 +107,36 @@ def layers(package: str, api_base: str) -> dict[str, tuple[Run, int]]:
     async def client_call() -> None:
         await client.acomplete(request)
 
+    streaming = graph.StateGraph()
+    streaming.add_node("agent", graph.Agent(s6.MODEL, api_base=api_base, api_key="x"))
+    streaming.add_edge(start, "agent")
+    streaming.add_edge("agent", end)
+    stream_app = streaming.compile(checkpointer=storage.InMemoryCheckpointer())
+
+    async def stream() -> None:
+        count = 0
+        async for chunk in stream_app.astream(
+            {"messages": [question]}, {"thread_id": next(threads)}
+        ):
+            message = chunk.message
+            if message is not None and message.delta and message.text():
+                count += 1
+        if count != s6.CHUNKS:
+            raise SystemExit(f"ab_models: {package} streamed {count} text chunks")
+
     return {
         "client": (client_call, 1),
         "graph": (build(False, 1), 1),
         "call": (build(True, 1), 1),
         "step": (build(True, 10), 10),
         "step-nockpt": (build(False, 10), 10),
+        "stream": (stream, s6.CHUNKS),
     }
 
 
-async def measure(packages: list[str], chosen: list[str], runs: int, api_base: str) -> None:
+async def measure(
+    packages: list[str], chosen: list[str], runs: int, stream_runs: int, api_base: str
+) -> None:
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     _, bare, _ = s6.build("litellm", api_base)
     import litellm
@@ -121,6 +144,9 @@ async def measure(packages: list[str], chosen: list[str], runs: int, api_base: s
     inside, litellm.acompletion = s6.timed(litellm.acompletion)
     versions = {p: layers(p, api_base) for p in packages}
     for layer in chosen:
+        if layer == "stream":
+            await measure_stream(packages, versions, stream_runs, inside, api_base)
+            continue
         added: dict[str, list[float]] = {p: [] for p in packages}
         share: dict[str, list[float]] = {p: [] for p in packages}
         for p in packages:  # warm-ups
@@ -148,12 +174,54 @@ async def measure(packages: list[str], chosen: list[str], runs: int, api_base: s
         )
 
 
+async def measure_stream(
+    packages: list[str],
+    versions: dict[str, dict[str, tuple[Run, int]]],
+    runs: int,
+    inside: list[float],
+    api_base: str,
+) -> None:
+    """Per streamed chunk: what each version's stream spends outside litellm (the call and
+    every chunk read) beyond what a bare litellm stream read just before it spends outside
+    it (reading each chunk's text), in us and as a share of that bare stream's CPU."""
+    bare_stream, _, _ = s6.build("litellm", api_base)
+    added: dict[str, list[float]] = {p: [] for p in packages}
+    share: dict[str, list[float]] = {p: [] for p in packages}
+    for p in packages:  # warm-ups
+        await versions[p]["stream"][0]()
+    for i in range(runs):
+        for p in packages if i % 2 == 0 else packages[::-1]:
+            run, chunks = versions[p]["stream"]
+            spent = []
+            for one in (bare_stream, run):
+                gc.collect()
+                inside[0] = 0.0
+                cpu = time.thread_time()
+                await one()
+                spent.append((time.thread_time() - cpu, inside[0]))
+            (bare_total, bare_inside), (total, litellm_cpu) = spent
+            own = (total - litellm_cpu) - (bare_total - bare_inside)
+            added[p].append(own / chunks * 1e6)
+            share[p].append(own / bare_total * 100)
+    print(
+        f"{'stream':<12}"
+        + "".join(
+            f"  {p}: {median(added[p]):.2f} us/chunk ({median(share[p]):.2f}% of the bare stream)"
+            for p in packages
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("a", help="git revision A, e.g. a commit or main")
     parser.add_argument("b", help="git revision B, e.g. HEAD")
     parser.add_argument("--runs", type=int, default=150, help="runs per version and layer")
-    parser.add_argument("--layers", default=",".join(LAYERS), help=",".join(LAYERS))
+    parser.add_argument(
+        "--stream-runs", type=int, default=8, help="streams per version (layer 'stream')"
+    )
+    parser.add_argument("--layers", default=",".join(DEFAULT_LAYERS), help=f"of {','.join(LAYERS)}")
     args = parser.parse_args()
     chosen = args.layers.split(",")
     if not set(chosen) <= set(LAYERS):
@@ -167,7 +235,7 @@ def main() -> None:
         print(f"tg_a = {args.a}, tg_b = {args.b}")
         server = s6.Server(1)
         try:
-            asyncio.run(measure(packages, chosen, args.runs, server.api_base))
+            asyncio.run(measure(packages, chosen, args.runs, args.stream_runs, server.api_base))
         finally:
             server.stop()
 

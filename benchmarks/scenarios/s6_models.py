@@ -348,41 +348,103 @@ def timed(
     acompletion: Callable[..., Awaitable[Any]],
 ) -> tuple[list[float], Callable[..., Awaitable[Any]]]:
     """`acompletion` wrapped to add the CPU (of the event loop's thread) spent inside each
-    call to the returned counter's `[0]`, which the caller resets."""
+    call to the returned counter's `[0]`, which the caller resets; for a stream, also the CPU
+    spent inside each read of a chunk."""
     inside = [0.0]
 
     async def timed_acompletion(*args: Any, **kwargs: Any) -> Any:
         cpu = time.thread_time()
         try:
-            return await acompletion(*args, **kwargs)
+            answer = await acompletion(*args, **kwargs)
         finally:
             inside[0] += time.thread_time() - cpu
+        return TimedStream(answer, inside) if kwargs.get("stream") else answer
 
     return inside, timed_acompletion
+
+
+class TimedStream:
+    """A litellm stream whose chunk reads add their CPU (of this thread) to `inside[0]`."""
+
+    def __init__(self, stream: Any, inside: list[float]) -> None:
+        self._stream = stream
+        self._chunks = stream.__aiter__()
+        self._inside = inside
+
+    def __aiter__(self) -> TimedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        cpu = time.thread_time()
+        try:
+            return await self._chunks.__anext__()
+        finally:
+            self._inside[0] += time.thread_time() - cpu
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def paired_stream_added(
     framework: str, api_base: str, stream: Stream, pairs: int
 ) -> dict[str, float]:
-    """Percent CPU (process) per chunk that tenxgraph's stream adds over a bare litellm
-    stream, from `pairs` pairs of whole streams run back to back in this process in
-    alternating order (median of the pairs): the two-process figure moves with the machine
-    by tens of percent. The litellm framework reports 0."""
+    """What tenxgraph's stream adds per chunk over a bare litellm stream, from `pairs` pairs
+    of whole streams run back to back in this process in alternating order (medians of the
+    pairs; the two-process figure moves with the machine by tens of percent):
+
+    - `own_stream_us_per_chunk`, `own_stream_pct_of_bare`: the CPU (of the event loop's
+      thread) our stream spends outside litellm (the call and every chunk read, both sides
+      reading through the same timing wrapper) beyond what the bare loop spends outside it
+      (`bare_stream_outside_us_per_chunk`: reading each chunk's text, and the wrapper's own
+      cost, which is the same on both sides), per chunk and as a percentage of the bare
+      stream's CPU: tenxgraph's own code only. litellm's CPU per stream varies by +-20% from
+      one stream to the next, which the difference below carries whole.
+    - `paired_stream_added_pct`: (ours - bare) / bare process CPU (all threads), in percent.
+
+    The litellm framework reports 0."""
+    names = (
+        "paired_stream_added_pct",
+        "own_stream_us_per_chunk",
+        "own_stream_pct_of_bare",
+        "bare_stream_outside_us_per_chunk",
+    )
     if framework != "tenxgraph":
-        return {"paired_stream_added_pct": 0.0}
+        return dict.fromkeys(names, 0.0)
+    import litellm
+
     bare_stream, _, _ = build("litellm", api_base)
     await bare_stream()  # warm-up
-    added = []
-    for i in range(pairs):
-        order = (bare_stream, stream) if i % 2 == 0 else (stream, bare_stream)
-        spent = {}
-        for one in order:
-            gc.collect()
-            cpu = time.process_time()
-            await one()
-            spent[one] = time.process_time() - cpu
-        added.append((spent[stream] - spent[bare_stream]) / spent[bare_stream] * 100)
-    return {"paired_stream_added_pct": median(added)}
+    acompletion = litellm.acompletion
+    inside, litellm.acompletion = timed(acompletion)
+    added, own, share, bare_outside = [], [], [], []
+    try:
+        for i in range(pairs):
+            order = (bare_stream, stream) if i % 2 == 0 else (stream, bare_stream)
+            spent, thread, outside = {}, {}, {}
+            for one in order:
+                gc.collect()
+                inside[0] = 0.0
+                cpu, thread_cpu = time.process_time(), time.thread_time()
+                await one()
+                spent[one] = time.process_time() - cpu
+                thread[one] = time.thread_time() - thread_cpu
+                outside[one] = thread[one] - inside[0]
+            # what our stream does outside litellm beyond what the bare loop does there (it
+            # reads each chunk's text; the timing wrapper's own cost is the same on both)
+            own.append(outside[stream] - outside[bare_stream])
+            bare_outside.append(outside[bare_stream])
+            added.append((spent[stream] - spent[bare_stream]) / spent[bare_stream] * 100)
+            share.append(own[-1] / thread[bare_stream] * 100)
+    finally:
+        litellm.acompletion = acompletion
+    return {
+        "paired_stream_added_pct": median(added),
+        "own_stream_us_per_chunk": median(own) / CHUNKS * 1e6,
+        "own_stream_pct_of_bare": median(share),
+        "bare_stream_outside_us_per_chunk": median(bare_outside) / CHUNKS * 1e6,
+    }
 
 
 async def paired_call_added(
