@@ -3,7 +3,6 @@ retry/fallback chain, and returns the answer as a `Message` (streamed under `ast
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import inspect
 import re
@@ -158,13 +157,22 @@ class Agent:
         while final is None:
             request = await self.build_request(view)
             try:
-                pieces = calling.stream(self._routes, request, self.retry_config)
-                async with contextlib.aclosing(pieces):  # the provider stream, if we stop
-                    async for message in pieces:
-                        if message.delta:
-                            yield message
+                # the first piece (after any retries and fallbacks), then the model's own
+                # iterator: nothing between it and us per piece
+                first, pieces = await calling.open_stream(self._routes, request, self.retry_config)
+                try:
+                    if first is not None:
+                        if first.delta:
+                            yield first
                         else:
-                            final = message
+                            final = first
+                        async for message in pieces:
+                            if message.delta:
+                                yield message
+                            else:
+                                final = message
+                finally:  # the provider stream, if we stop
+                    await calling.close(pieces)
             except ModelContextWindowError as exc:
                 if retried:
                     raise self._still_too_long(exc) from None

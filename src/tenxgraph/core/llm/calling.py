@@ -11,7 +11,7 @@ none of its own. Other settings (temperature, max_tokens, ...) are shared by eve
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,39 +81,66 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
     raise _final(failures)
 
 
+async def open_stream(
+    routes: Sequence[Route], request: ModelRequest, config: RetryConfig
+) -> tuple[Message | None, AsyncIterator[Message]]:
+    """The first piece of the first model in `routes` that gives one, and that model's own
+    iterator of the rest (the other pieces, then the complete answer), which the caller
+    closes (`close`). Failures before the first piece are retried and fall back; one after
+    it comes from the model's iterator as it is, not retried: the consumer has already shown
+    that text. So nothing of ours sits between the model and the consumer per piece. A
+    stream that ends without any piece gives None and its ended iterator."""
+    failures: list[tuple[str, ModelError]] = []
+    primary = routes[0]
+    for route in routes:
+        if route is primary and request.model == route.model:
+            asked = request
+        else:
+            asked = _for_route(request, route, primary)
+        attempt = 0
+        while True:
+            pieces: AsyncIterator[Message] | None = None
+            try:
+                pieces = aiter(route.client.astream(asked))
+                try:
+                    return await anext(pieces), pieces
+                except StopAsyncIteration:
+                    return None, pieces
+            except ModelError as error:
+                await close(pieces)  # the provider stream, now and not by the GC
+                wait = _retry_wait(error, attempt, config)
+                if wait is None:
+                    _give_up(route.model, error, attempt, failures, config)
+                    break
+                attempt += 1
+                await retry.sleep(wait)
+            except BaseException:
+                await close(pieces)
+                raise
+    raise _final(failures)
+
+
+async def close(pieces: AsyncIterator[Message] | None) -> None:
+    """Close a model's stream if it can be closed (an async generator can)."""
+    aclose = getattr(pieces, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 async def stream(
     routes: Sequence[Route], request: ModelRequest, config: RetryConfig
 ) -> AsyncGenerator[Message, None]:
     """The pieces and then the complete answer of the first model in `routes` that gives
     one. A failure after the first piece went out is raised, not retried: the consumer has
-    already shown that text."""
-    failures: list[tuple[str, ModelError]] = []
-    for route in routes:
-        asked = _for_route(request, route, routes[0])
-        attempt = 0
-        while True:
-            started = False
-            try:
-                pieces = route.client.astream(asked)
-                try:
-                    async for message in pieces:
-                        started = True
-                        yield message
-                finally:  # if we stop early: the provider stream is closed now, not by the GC
-                    close = getattr(pieces, "aclose", None)
-                    if close is not None:
-                        await close()
-                return
-            except ModelError as error:
-                wait = None if started else _retry_wait(error, attempt, config)
-                if wait is None:
-                    if started:
-                        raise
-                    _give_up(route.model, error, attempt, failures, config)
-                    break
-                attempt += 1
-                await retry.sleep(wait)
-    raise _final(failures)
+    already shown that text. (`open_stream` without a layer of its own per piece.)"""
+    first, pieces = await open_stream(routes, request, config)
+    try:
+        if first is not None:
+            yield first
+            async for message in pieces:
+                yield message
+    finally:  # if we stop early: the provider stream is closed now, not by the GC
+        await close(pieces)
 
 
 def _for_route(request: ModelRequest, route: Route, primary: Route) -> ModelRequest:
@@ -193,8 +220,10 @@ def _final(failures: list[tuple[str, ModelError]]) -> ModelError:
 __all__ = [
     "ENDPOINT_SETTINGS",
     "Route",
+    "close",
     "complete",
     "fallback_settings",
     "is_connection_setting",
+    "open_stream",
     "stream",
 ]

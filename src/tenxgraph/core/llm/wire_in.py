@@ -462,14 +462,16 @@ class _Attributes:
 
 def _values(obj: Any) -> Any:
     """Something whose `.get(name)` is `_attr(obj, name)`: for a pydantic model, its fields and
-    its extra fields (litellm's stream deltas keep most of theirs there) in one dict, so that
-    reading several of them costs one merge rather than a call each."""
+    its extra fields (litellm's stream choices and deltas keep most of theirs there) in one
+    dict, so that reading several of them costs one merge (or none) rather than a call each."""
     try:
         fields = obj.__dict__
         extra = obj.__pydantic_extra__
     except AttributeError:
         return _Attributes(obj)
-    return {**extra, **fields} if extra else fields
+    if not extra:
+        return fields
+    return {**extra, **fields} if fields else extra
 
 
 class StreamAssembler:
@@ -499,11 +501,11 @@ class StreamAssembler:
         choices = _attr(chunk, "choices")
         if not choices:
             return None
-        choice = choices[0]
-        finish_reason = _attr(choice, "finish_reason")
+        choice = _values(choices[0])
+        finish_reason = choice.get("finish_reason")
         if finish_reason:
             draft.finish_reason = finish_reason
-        delta = _values(_attr(choice, "delta"))
+        delta = _values(choice.get("delta"))
         text = delta.get("content")
         reasoning = delta.get("reasoning_content")
         calls = delta.get("tool_calls")
