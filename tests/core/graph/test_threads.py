@@ -10,6 +10,7 @@ from pydantic import Field
 
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, TextBlock, replace_value
+from tenxgraph.core.state.sealed import SealedError
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import START
 from tests.core.graph._support import inp, linear, texts, user
@@ -119,7 +120,8 @@ async def test_mutating_a_get_state_result_does_not_change_the_store() -> None:
     got.data["k"] = 2
     got.items.append("y")
     got.context.append(user("sneaked in"))
-    got.context[0].content[0] = TextBlock(text="rewritten")
+    with pytest.raises(SealedError):  # the thread's messages are sealed
+        got.context[0].content[0] = TextBlock(text="rewritten")
     got.execution_meta.step = 99
     again = await app.aget_state(config)
     assert isinstance(again, Memo)
@@ -137,7 +139,8 @@ async def test_mutating_a_full_result_state_does_not_change_the_store() -> None:
     state.data["k"] = 2
     state.items.append("y")
     state.context.append(user("sneaked in"))
-    state.context[0].content[0] = TextBlock(text="rewritten")
+    with pytest.raises(SealedError):  # the kept messages themselves are sealed
+        state.context[0].content[0] = TextBlock(text="rewritten")
     state.execution_meta.step = 99
     stored = await app.aget_state(config)
     assert isinstance(stored, Memo)

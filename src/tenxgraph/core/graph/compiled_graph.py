@@ -7,7 +7,7 @@ from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.graph.engine import Run
-from tenxgraph.core.graph.merge import apply_update, copy_message, log_entries
+from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.routing import Routing
@@ -15,6 +15,7 @@ from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.storage.checkpointer.thread_ids import thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
 from tenxgraph.utils.sync_bridge import SyncBridge
@@ -135,14 +136,20 @@ class CompiledGraph:
     # -- state -----------------------------------------------------------------------------
 
     async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
-        """The thread's stored state (a copy of your own), or None if there is none.
-        `config["checkpoint_version"]` reads an earlier version."""
+        """The thread's stored state, or None if there is none: your own copy, except for its
+        messages, which are the thread's and sealed (`SealedError` on any change; change a
+        `model_copy(deep=True)`). `config["checkpoint_version"]` reads an earlier version."""
         if self.checkpointer is None:
             return None
-        snapshot = await self.checkpointer.aload(
-            thread_id_of(config), self.state_type, config.get("checkpoint_version")
-        )
-        return None if snapshot is None else snapshot.state
+        thread_id, version = thread_id_of(config), config.get("checkpoint_version")
+        kept = await self._threads.current(thread_id, version)
+        if kept is not None:  # still what the store holds: no need to read it
+            return handed_out(kept)
+        snapshot = await self.checkpointer.aload(thread_id, self.state_type, version)
+        if snapshot is None:
+            return None
+        seal_history(snapshot.state.context)  # as a warm thread's: the same rules either way
+        return snapshot.state
 
     def get_state(self, config: dict[str, Any]) -> AgentState | None:
         return self._loop_thread.run(self.aget_state, config)
@@ -193,13 +200,15 @@ class CompiledGraph:
                 if edited
                 else log_entries(before, state.context, program.append_only, version is None)
             )
-            return await self.checkpointer.asave(
+            saved = await self.checkpointer.asave(
                 thread_id,
                 expected_version=version,
                 state=state,
                 new_messages=state.context if added is None else added,
                 rewrite=added is None,
             )
+            threads.remember(thread_id, saved, state)
+            return saved
         finally:
             threads.end_turn(key)
 

@@ -27,6 +27,7 @@ from tenxgraph.core.graph.ledger import ToolLedger
 from tenxgraph.core.graph.merge import (
     apply_step,
     copy_message,
+    handed_out,
     restore,
     set_fields,
     snapshot,
@@ -41,6 +42,8 @@ from tenxgraph.core.graph.scheduler import Scheduler
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
+from tenxgraph.core.state.reducers import seal_history
+from tenxgraph.core.state.sealed import seal
 from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
@@ -210,15 +213,12 @@ class Run:
         current_express.set(outer_express)
 
     def _finish(self, state: AgentState, given: list[Message]) -> None:
-        """The run's result. The state is kept for the thread's next run only at the low
-        granularity (the others hand out parts of it) and with a checkpointer; then the
-        messages handed out are copies, so what the caller does with them changes nothing."""
-        keep = (
-            self.granularity == ResponseGranularity.LOW
-            and self.program.checkpointer is not None
-            and self.version is not None
-        )
-        self.result = self._result(state, given, copies=keep)
+        """The run's result, and the state kept for the thread's next run (with a
+        checkpointer). What the result hands out of the kept state is sealed first (the
+        messages) or copied (the other fields), so nothing the caller does to it changes the
+        thread; handing out the conversation costs a list copy."""
+        keep = self.program.checkpointer is not None and self.version is not None
+        self.result = self._result(state, given, sealed=keep)
         if keep:
             self.threads.remember(self.settings.thread_id, self.version, state)
 
@@ -448,18 +448,26 @@ class Run:
             "total_tokens": total_in + total_out,
         }
 
-    def _result(self, state: AgentState, inputs: list[Message], copies: bool) -> dict[str, Any]:
+    def _result(self, state: AgentState, inputs: list[Message], sealed: bool) -> dict[str, Any]:
         last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
         messages = [last_user] if last_user is not None else []
-        messages += map(copy_message, self.produced) if copies else self.produced
+        messages += self.produced
         usage = self.token_usage()
         granularity = self.granularity
-        if granularity == ResponseGranularity.FULL:
-            return {"state": state, "messages": messages, "token_usage": usage}
-        result: dict[str, Any] = {"messages": messages, "token_usage": usage}
-        if granularity == ResponseGranularity.PARTIAL:
-            result["context"] = list(state.context)
-            result["summary"] = state.context_summary
+        if granularity == ResponseGranularity.LOW:
+            if sealed:
+                for message in self.produced:
+                    seal(message)
+            result: dict[str, Any] = {"messages": messages, "token_usage": usage}
+        elif granularity == ResponseGranularity.FULL:
+            return {"state": handed_out(state) if sealed else state, "messages": messages,
+                    "token_usage": usage}  # fmt: skip
+        else:
+            if sealed:
+                seal_history(state.context)
+            context = list(state.context)
+            result = {"messages": messages, "token_usage": usage, "context": context,
+                      "summary": state.context_summary}  # fmt: skip
         meta = state.execution_meta
         if meta.is_interrupted():
             result["interrupted"] = {

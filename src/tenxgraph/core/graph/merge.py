@@ -13,6 +13,7 @@ from tenxgraph.core.graph.node import FieldUpdates, NodeOutput
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import assemble, copied
 from tenxgraph.core.state.message import copy_plain_text
+from tenxgraph.core.state.reducers import seal_history
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.program import Program
@@ -77,6 +78,19 @@ def snapshot(state: AgentState) -> AgentState:
     copy.__dict__["context"] = list(state.context)
     copy.__dict__["execution_meta"] = state.execution_meta.model_copy(deep=True)
     return copy
+
+
+def handed_out(state: AgentState) -> AgentState:
+    """The kept `state` as a caller may have it: its messages sealed and shared (a list copy),
+    its other fields copied, so that nothing done to it changes the kept thread."""
+    seal_history(state.context)
+    handed = state.model_copy()  # shallow: its own __dict__, private and extra values
+    fields = handed.__dict__
+    for key, value in fields.items():
+        if key != "context":
+            fields[key] = copied(value)
+    fields["context"] = list(state.context)
+    return handed
 
 
 def set_fields(model: BaseModel, **values: Any) -> None:
@@ -236,6 +250,7 @@ __all__ = [
     "assign",
     "context_changes",
     "copy_message",
+    "handed_out",
     "input_messages",
     "log_entries",
     "merge_fields",

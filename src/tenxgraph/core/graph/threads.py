@@ -129,6 +129,15 @@ class Threads:
             return self.new_state(), None, False
         return snapshot.state, snapshot.version, False
 
+    async def current(self, thread_id: str, version: int | None = None) -> AgentState | None:
+        """The kept state of `thread_id` if it is still the stored head (and `version`, when
+        given), else None. It stays kept: the caller must not hand it out as it is."""
+        kept = self.live.get(thread_id)
+        checkpointer = self.program.checkpointer
+        if kept is None or checkpointer is None or version not in (None, kept[0]):
+            return None
+        return kept[1] if await checkpointer.aversion(thread_id) == kept[0] else None
+
     def remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
         """Keep a run's final state for the thread's next run (the least recently run
         threads beyond `LIVE_THREADS` are dropped; they are loaded again when needed)."""

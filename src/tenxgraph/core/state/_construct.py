@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from tenxgraph.core.state._depth import deep_path, format_path, too_deep
+from tenxgraph.core.state.sealed import FrozenDict, FrozenList
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -109,12 +110,12 @@ def _copied(value: T) -> T:
     if cls in _SCALARS:
         return value
     # scalars are shared, not passed to a call of their own: most leaves are scalars
-    if cls is dict:
+    if cls is dict or cls is FrozenDict:
         return {  # type: ignore[return-value]
             k: v if type(v) in _SCALARS else _copied(v)
             for k, v in value.items()  # type: ignore[attr-defined]
         }
-    if cls is list:
+    if cls is list or cls is FrozenList:
         return [v if type(v) in _SCALARS else _copied(v) for v in value]  # type: ignore[attr-defined,return-value]
     if (
         isinstance(value, BaseModel)

@@ -34,6 +34,7 @@ from tenxgraph.core.state.message_block import (
     ToolResultBlock,
     VideoBlock,
 )
+from tenxgraph.core.state.sealed import SEALED_HINT, SealedError, is_sealed
 
 Role = Literal["user", "assistant", "system", "tool"]
 _ROLES = frozenset(("user", "assistant", "system", "tool"))
@@ -238,6 +239,11 @@ class Message(BaseModel):
         blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
         blocks.append(_media_block(mime.split("/", 1)[0], media))
         return cls(message_id=generate_id(message_id), role=role, content=blocks)
+
+    def __delattr__(self, name: str) -> None:
+        if is_sealed(self):
+            raise SealedError(f"Cannot delete {name!r} of this Message: {SEALED_HINT}")
+        super().__delattr__(name)
 
     # -- reading ---------------------------------------------------------------------------
 

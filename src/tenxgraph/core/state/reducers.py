@@ -11,6 +11,7 @@ from typing import Any, SupportsIndex, TypeVar
 
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
+from tenxgraph.core.state.sealed import seal
 
 T = TypeVar("T")
 _message_id = attrgetter("message_id")
@@ -19,11 +20,12 @@ _message_id = attrgetter("message_id")
 class _IdIndex:
     """The message ids of one history, valid while the history has `size` messages."""
 
-    __slots__ = ("ids", "size")
+    __slots__ = ("ids", "sealed", "size")
 
     def __init__(self, ids: set[str | int], size: int) -> None:
         self.ids = ids
         self.size = size
+        self.sealed = 0  # the first `sealed` messages are known to be sealed
 
 
 class MessageHistory(list[Message]):
@@ -130,6 +132,19 @@ def all_stored(history: Sequence[Message], messages: Sequence[Message]) -> bool:
     return all(message.message_id in ids for message in messages)
 
 
+def seal_history(history: Sequence[Message]) -> None:
+    """Seal every message of `history` (see `tenxgraph.core.state.sealed`). A history that
+    came out of `add_messages` remembers how far it is sealed, so sealing it after each turn
+    costs O(new messages)."""
+    index = getattr(history, "_index", None)
+    valid = isinstance(index, _IdIndex) and index.size == len(history)
+    start = index.sealed if valid else 0  # type: ignore[union-attr]
+    for position in range(start, len(history)):
+        seal(history[position])
+    if valid:
+        index.sealed = len(history)  # type: ignore[union-attr]
+
+
 def replace_messages(left: Sequence[Message], right: Sequence[Message]) -> list[Message]:
     """Replace the whole history with `right`."""
     return list(right)
@@ -219,4 +234,5 @@ __all__ = [
     "remove_tool_messages",
     "replace_messages",
     "replace_value",
+    "seal_history",
 ]

@@ -21,6 +21,7 @@ from uuid import UUID
 from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.state._depth import MAX_DEPTH, PathPart, too_deep
+from tenxgraph.core.state.sealed import FrozenDict, FrozenList
 
 
 @dataclass(slots=True)
@@ -46,7 +47,7 @@ def plain_problem(value: Any, level: int) -> Problem | None:
     str, int, bool, None and finite floats (and str/int subclasses, which compare equal to
     the plain value they read back as)."""
     cls = type(value)
-    if cls is dict:
+    if cls is dict or cls is FrozenDict:
         if level > MAX_DEPTH:
             return Problem([], too_deep())
         for key, item in value.items():
@@ -59,7 +60,7 @@ def plain_problem(value: Any, level: int) -> Problem | None:
             if found is not None:
                 return found.inside(key)
         return None
-    if cls is list:
+    if cls is list or cls is FrozenList:
         if level > MAX_DEPTH:
             return Problem([], too_deep())
         for index, item in enumerate(value):

@@ -31,6 +31,7 @@ from tenxgraph.core.state.message_block import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from tenxgraph.core.state.sealed import FrozenDict, FrozenList
 from tenxgraph.storage.checkpointer._json_values import (
     Problem,
     describe,
@@ -40,6 +41,9 @@ from tenxgraph.storage.checkpointer._json_values import (
     same,
     validation_problem,
 )
+
+_LISTS = (list, FrozenList)
+_DICTS = (dict, FrozenDict)
 
 # -- messages -----------------------------------------------------------------------------
 
@@ -243,11 +247,11 @@ def _exact_check(annotation: Any) -> Check | None:
     if item is None:
         return None
     if origin is list and len(args) == 1:
-        return lambda value: type(value) is list and all(item(x) for x in value)
+        return lambda value: type(value) in _LISTS and all(item(x) for x in value)
     if origin is dict and len(args) == 2 and args[0] is str:
 
         def items_exact(value: Any) -> bool:
-            if type(value) is not dict:
+            if type(value) not in _DICTS:
                 return False
             return all(type(key) is str and item(x) for key, x in value.items())
 

@@ -1,0 +1,112 @@
+"""Sealed messages: the ones a thread keeps, which nothing may change any more.
+
+A run hands its caller the very message objects its thread keeps (a list copy, never a message
+copy), so that returning a long conversation costs what copying a list of pointers costs.
+Those objects are sealed first: the message, its blocks and every list and dict inside them
+refuse changes with `SealedError`. What the caller was given can therefore never change what
+the thread keeps or stores. A copy (`model_copy(deep=True)`, `copy.deepcopy`) is an ordinary,
+changeable message again.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NoReturn, SupportsIndex
+
+from pydantic import BaseModel
+
+SEALED_HINT = (
+    "it is part of a thread's history, which never changes once kept. Change a copy instead: "
+    "message.model_copy(update={...}, deep=True); to edit the stored message, pass the changed "
+    "copy to app.update_state(config, [message], replace=True)"
+)
+
+
+class SealedError(TypeError):
+    """Something tried to change a sealed (kept, immutable) message."""
+
+
+def _refuse(what: object, *args: Any, **kwargs: Any) -> NoReturn:
+    raise SealedError(f"Cannot change this {type(what).__name__}: {SEALED_HINT}")
+
+
+class FrozenList(list[Any]):
+    """A list that refuses changes; copies of it are plain lists."""
+
+    __slots__ = ()
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(item, memo) for item in self]
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        return (list, (list(self),))
+
+
+class FrozenDict(dict[Any, Any]):
+    """A dict that refuses changes; copies of it are plain dicts. Also the `__dict__` of a
+    sealed model, so that setting a field fails before anything changes."""
+
+    __slots__ = ()
+
+    pop = popitem = clear = update = setdefault = _refuse
+    __setitem__ = __delitem__ = __ior__ = _refuse
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        return (dict, (dict(self),))
+
+
+def _refuse_attribute(self: BaseModel, *args: Any) -> NoReturn:
+    _refuse(self)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+
+
+def seal(model: BaseModel) -> None:
+    """Make `model` (a message) and everything inside it refuse changes, in place: the same
+    object, now immutable. Costs one pass over the message; nothing for one already sealed."""
+    if type(model.__dict__) is not FrozenDict:
+        _seal_model(model)
+
+
+def is_sealed(model: BaseModel) -> bool:
+    return type(model.__dict__) is FrozenDict
+
+
+def _seal_model(model: BaseModel) -> BaseModel:
+    fields = model.__dict__
+    if type(fields) is FrozenDict:
+        return model
+    _set_dict(
+        model, FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()})
+    )
+    return model
+
+
+def _sealed(value: Any) -> Any:
+    cls = type(value)
+    if cls in _SCALARS or cls is FrozenList or cls is FrozenDict:
+        return value
+    if cls is list:
+        return FrozenList([v if type(v) in _SCALARS else _sealed(v) for v in value])
+    if cls is dict:
+        return FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
+    if isinstance(value, BaseModel) and value.__pydantic_extra__ is None:
+        return _seal_model(value)
+    return value  # immutable (tuples of scalars, enums, datetimes) or not ours to freeze
+
+
+__all__ = ["SEALED_HINT", "FrozenDict", "FrozenList", "SealedError", "is_sealed", "seal"]

@@ -1,0 +1,143 @@
+"""Sealed messages: every way to change one is refused, copies are ordinary messages again."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tenxgraph.core.state import Message, TextBlock
+from tenxgraph.core.state._construct import copied
+from tenxgraph.core.state.message_block import ToolCallBlock
+from tenxgraph.core.state.reducers import add_messages, seal_history
+from tenxgraph.core.state.sealed import FrozenDict, FrozenList, SealedError, is_sealed, seal
+
+
+def rich() -> Message:
+    message = Message(
+        role="assistant",
+        content=[TextBlock(text="hi"), ToolCallBlock(id="c1", name="f", args={"a": [1, {"b": 2}]})],
+        metadata={"tags": ["x"], "nested": {"k": "v"}},
+        raw={"choices": [{"index": 0}]},
+        tools_calls=[{"id": "c1", "function": {"name": "f"}}],
+    )
+    return message
+
+
+CHANGES: dict[str, Callable[[Message], Any]] = {
+    "set a field": lambda m: setattr(m, "role", "user"),
+    "delete a field": lambda m: delattr(m, "role"),
+    "append a block": lambda m: m.content.append(TextBlock(text="x")),
+    "replace a block": lambda m: m.content.__setitem__(0, TextBlock(text="x")),
+    "extend blocks": lambda m: m.content.extend([]),
+    "clear blocks": lambda m: m.content.clear(),
+    "pop a block": lambda m: m.content.pop(),
+    "+= blocks": lambda m: m.content.__iadd__([]),
+    "sort blocks": lambda m: m.content.sort(key=id),
+    "change a block's field": lambda m: setattr(m.content[0], "text", "x"),
+    "change tool args": lambda m: m.content[1].args.__setitem__("a", 0),
+    "change nested tool args": lambda m: m.content[1].args["a"][1].update(b=3),
+    "set metadata": lambda m: m.metadata.__setitem__("new", 1),
+    "update metadata": lambda m: m.metadata.update(new=1),
+    "setdefault metadata": lambda m: m.metadata.setdefault("new", 1),
+    "pop metadata": lambda m: m.metadata.pop("tags"),
+    "delete metadata": lambda m: m.metadata.__delitem__("tags"),
+    "|= metadata": lambda m: m.metadata.__ior__({"new": 1}),
+    "nested metadata list": lambda m: m.metadata["tags"].append("y"),
+    "nested metadata dict": lambda m: m.metadata["nested"].clear(),
+    "raw": lambda m: m.raw["choices"][0].__setitem__("index", 1),  # type: ignore[index]
+    "tools_calls": lambda m: m.tools_calls[0]["function"].__setitem__("name", "g"),  # type: ignore[index]
+    "the fields dict": lambda m: vars(m).__setitem__("role", "user"),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_every_change_to_a_sealed_message_is_refused_and_changes_nothing(change: str) -> None:
+    message = rich()
+    before = message.model_dump()
+    seal(message)
+    with pytest.raises(SealedError, match="part of a thread's history"):
+        CHANGES[change](message)
+    assert message.model_dump() == before
+
+
+def test_the_error_is_a_type_error_that_says_how_to_change_a_copy() -> None:
+    message = rich()
+    seal(message)
+    with pytest.raises(TypeError, match=r"model_copy\(update=\{\.\.\.\}, deep=True\)"):
+        message.metadata["x"] = 1
+
+
+def test_a_sealed_message_equals_and_serialises_as_before() -> None:
+    message = rich()
+    twin = copy.deepcopy(message)
+    seal(message)
+    assert message == twin
+    assert twin == message
+    assert message.model_dump_json() == twin.model_dump_json()
+    assert Message.model_validate_json(message.model_dump_json()) == twin
+
+
+@pytest.mark.parametrize(
+    "make_copy",
+    [
+        lambda m: m.model_copy(deep=True),
+        copy.deepcopy,
+        lambda m: pickle.loads(pickle.dumps(m)),
+        copied,
+    ],
+    ids=["model_copy-deep", "deepcopy", "pickle", "copied"],
+)
+def test_a_deep_copy_of_a_sealed_message_is_an_ordinary_message(
+    make_copy: Callable[[Message], Message],
+) -> None:
+    message = rich()
+    seal(message)
+    twin = make_copy(message)
+    assert not is_sealed(twin)
+    twin.metadata["new"] = 1
+    twin.content.append(TextBlock(text="more"))
+    twin.content[0].text = "changed"
+    twin.metadata["tags"].append("y")
+    assert message.metadata == {"tags": ["x"], "nested": {"k": "v"}}
+    assert message.text() == "hi"
+    assert type(twin.content) is list
+    assert type(twin.metadata) is dict
+
+
+def test_a_model_copy_with_an_update_is_a_new_message() -> None:
+    message = rich()
+    seal(message)
+    changed = message.model_copy(update={"role": "user"})
+    assert changed.role == "user"
+    assert message.role == "assistant"
+    changed.reasoning = "thought"  # its own fields can change
+    assert message.reasoning is None
+
+
+def test_sealing_twice_is_free_and_keeps_the_same_objects() -> None:
+    message = rich()
+    seal(message)
+    blocks = message.content
+    seal(message)
+    assert message.content is blocks
+    assert type(blocks) is FrozenList
+    assert type(message.metadata) is FrozenDict
+
+
+def test_a_history_from_add_messages_seals_only_what_is_new() -> None:
+    first = [Message.text_message(str(i)) for i in range(3)]
+    history = add_messages([], first)
+    seal_history(history)
+    assert all(map(is_sealed, history))
+    later = Message.text_message("later")
+    longer = add_messages(history, [later])
+    seal_history(longer)
+    assert is_sealed(later)
+    # a plain list is sealed whole
+    plain = [Message.text_message("plain")]
+    seal_history(plain)
+    assert is_sealed(plain[0])
