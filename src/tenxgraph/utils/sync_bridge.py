@@ -112,7 +112,8 @@ class _ProcessLoop:
     """The process's one loop thread for the sync API, started on first use, and the
     resources used from it, to close there at exit. Re-created in a forked child."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "tenxgraph-loop") -> None:
+        self._name = name
         self._lock = threading.Lock()
         self._current: _LoopThread | None = None
         self._closing: weakref.WeakValueDictionary[int, Closeable] = weakref.WeakValueDictionary()
@@ -128,7 +129,7 @@ class _ProcessLoop:
                 if not self._exit_hook:
                     _before_exit(self.close)
                     self._exit_hook = True
-                self._current = _LoopThread("tenxgraph-loop")
+                self._current = _LoopThread(self._name)
             return self._current
 
     def close_at_exit(self, resource: Closeable) -> None:
@@ -175,8 +176,24 @@ def _before_exit(callback: Callable[[], None]) -> None:
 
 
 _PROCESS_LOOP = _ProcessLoop()
+# where synchronous code reads from a store (a lazy history fetching older messages): a loop
+# of its own, so that a read never waits for the loop of the code that asked for it
+_READ_LOOP = _ProcessLoop("tenxgraph-read")
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_PROCESS_LOOP.after_fork)
+    os.register_at_fork(after_in_child=_READ_LOOP.after_fork)
+
+
+def read_blocking(closing: Closeable, read: Coroutine[Any, Any, T]) -> T:
+    """Run `read` (a store's coroutine) on the read loop and wait for its result, from
+    synchronous code on any thread. `closing` (what releases the store's connection there)
+    runs on that loop at exit."""
+    loop_thread = _READ_LOOP.get()
+    if threading.current_thread() is loop_thread.thread:
+        read.close()
+        raise RuntimeError("a store read was asked for from the read loop itself")
+    _READ_LOOP.close_at_exit(closing)
+    return loop_thread.submit(read).result()
 
 
 class SyncBridge:

@@ -16,6 +16,7 @@ from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import seal_history
+from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES, alook_up_ids
 from tenxgraph.storage.checkpointer.thread_ids import thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
 from tenxgraph.utils.sync_bridge import SyncBridge
@@ -145,7 +146,11 @@ class CompiledGraph:
         kept = await self._threads.current(thread_id, version)
         if kept is not None:  # still what the store holds: no need to read it
             return handed_out(kept)
-        snapshot = await self.checkpointer.aload(thread_id, self.state_type, version)
+        snapshot = (
+            await self.checkpointer.aload(thread_id, self.state_type, version)
+            if version is not None
+            else await self.checkpointer.aload_recent(thread_id, self.state_type, RECENT_MESSAGES)
+        )
         if snapshot is None:
             return None
         seal_history(snapshot.state.context)  # as a warm thread's: the same rules either way
@@ -190,6 +195,7 @@ class CompiledGraph:
         try:
             state, version, _ = await threads.checkout(thread_id)
             before = state.context
+            await alook_up_ids(before, update.messages)  # no blocking read in `_edits`
             edited = _edits(thread_id, before, update.messages, replace)
             if edited:
                 update.messages = [m for m in update.messages if m.message_id not in edited]
@@ -288,7 +294,9 @@ def _edits(
     `replace` is true."""
     if not messages:
         return {}
-    stored = {m.message_id for m in history}
+    ids = {m.message_id for m in messages}
+    in_store = getattr(history, "stored_ids", None)  # a lazy history: asks its store
+    stored = in_store(ids) if in_store is not None else {m.message_id for m in history} & ids
     edits = {m.message_id: copy_message(m) for m in messages if m.message_id in stored}
     if edits and not replace:
         raise ValueError(

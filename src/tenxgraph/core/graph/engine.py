@@ -42,9 +42,11 @@ from tenxgraph.core.graph.scheduler import Scheduler
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
+from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.core.state.sealed import seal
 from tenxgraph.storage.checkpointer._express import Express, current_express
+from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
@@ -340,6 +342,8 @@ class Run:
         meta = state.execution_meta
         pre_step = meta.step
         try:
+            if type(state.context) is LazyHistory:  # which new ids the store holds, unblocked
+                await alook_up_ids(state.context, [m for o in outputs for m in o.messages])
             parts = zip(ran, outputs, self._views, strict=True)
             apply_step(program, state, [(s.name, o, v, c) for s, o, (v, c) in parts], pre, pre_len)
             added = tail(before, state.context, program.append_only)
@@ -465,7 +469,7 @@ class Run:
         else:
             if sealed:
                 seal_history(state.context)
-            context = list(state.context)
+            context = state.context.copy()
             result = {"messages": messages, "token_usage": usage, "context": context,
                       "summary": state.context_summary}  # fmt: skip
         meta = state.execution_meta

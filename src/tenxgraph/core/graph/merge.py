@@ -59,7 +59,7 @@ def view_of(state: AgentState) -> tuple[AgentState, list[Message]]:
     """A shallow copy of `state` with its own `context` list, for one of several parallel
     nodes, so each node's in-place changes can be told apart."""
     fields = dict(state.__dict__)
-    context = fields["context"] = list(state.context)
+    context = fields["context"] = state.context.copy()
     view = assemble(type(state), fields, set(state.model_fields_set))
     return view, context
 
@@ -75,7 +75,7 @@ def snapshot(state: AgentState) -> AgentState:
     """The state as it is now, for a STATE event: later steps do not change it (they rebind
     fields rather than mutate them; `context` and `execution_meta` are copied)."""
     copy = state.model_copy()
-    copy.__dict__["context"] = list(state.context)
+    copy.__dict__["context"] = state.context.copy()
     copy.__dict__["execution_meta"] = state.execution_meta.model_copy(deep=True)
     return copy
 
@@ -89,7 +89,7 @@ def handed_out(state: AgentState) -> AgentState:
     for key, value in fields.items():
         if key != "context":
             fields[key] = copied(value)
-    fields["context"] = list(state.context)
+    fields["context"] = state.context.copy()
     return handed
 
 

@@ -22,8 +22,10 @@ from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
+from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import all_stored
 from tenxgraph.storage.checkpointer.lease import owner_is_dead, waited_error
+from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START
 
 _PREPARE_ATTEMPTS = 20  # reads of a thread that moved under the run's first save, at most
@@ -124,6 +126,8 @@ class Opening:
                 f"({thread_id!r}) has no stored state, so the run needs at least one message, "
                 "e.g. {'messages': [Message.text_message('Hello')]}"
             )
+        if messages and type(state.context) is LazyHistory:  # which the store holds
+            await alook_up_ids(state.context, messages)
         new_turn = bool(messages)
         resent = version is not None and new_turn and not forked and data.keys() == {"messages"}
         if resent and program.append_only and all_stored(state.context, messages):

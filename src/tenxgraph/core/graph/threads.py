@@ -16,6 +16,7 @@ from tenxgraph.core.graph.program import Program
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state._construct import copied
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
+from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 
@@ -124,7 +125,8 @@ class Threads:
             return kept[1], head, False
         if head is None:
             return self.new_state(), None, False
-        snapshot = await checkpointer.aload(thread_id, state_type)
+        # only the recent messages: older ones are read from the store if a node reads them
+        snapshot = await checkpointer.aload_recent(thread_id, state_type, RECENT_MESSAGES)
         if snapshot is None:
             return self.new_state(), None, False
         return snapshot.state, snapshot.version, False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
 from tenxgraph.core.state.execution_state import ExecMeta, ExecutionStatus
 from tenxgraph.core.state.message import Message
@@ -33,6 +33,12 @@ class AgentState(BaseModel):
     context: Annotated[list[Message], add_messages] = Field(default_factory=list)
     context_summary: str | None = None
     execution_meta: ExecMeta = Field(default_factory=_start_meta)
+
+    @field_serializer("context", mode="wrap")
+    def _dump_context(self, value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        # a lazy history (see `lazy_history`) fetches what is still in the store first
+        whole = getattr(value, "materialized", None)
+        return handler(value if whole is None else whole())
 
     _reducers_by_class: ClassVar[dict[type[AgentState], dict[str, Reducer]]] = {}
 

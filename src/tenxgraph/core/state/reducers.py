@@ -111,13 +111,22 @@ def add_messages(left: Sequence[Message], right: Sequence[Message] | Message) ->
         right = (right,)
     index = _index_of(left)
     ids = index.ids
-    merged = MessageHistory(left)
+    derive = getattr(left, "_derive", None)  # a lazy history: a copy that fetches nothing
+    merged: MessageHistory = MessageHistory(left) if derive is None else derive()
     # The index may be shared with `left`: update it only once the merge can no longer fail.
     new_ids: set[str | int] = set()
+    added: list[Message] = []
     for message in right:
         if message.delta or message.message_id in ids or message.message_id in new_ids:
             continue
         new_ids.add(message.message_id)
+        added.append(message)
+    if derive is not None and added:  # ids may also be among the messages left in the store
+        stored = left.stored_ids(new_ids)  # type: ignore[attr-defined]
+        if stored:
+            added = [m for m in added if m.message_id not in stored]
+            new_ids -= stored
+    for message in added:
         list.append(merged, message)
     ids.update(new_ids)
     index.size = len(merged)
@@ -129,7 +138,11 @@ def all_stored(history: Sequence[Message], messages: Sequence[Message]) -> bool:
     """Whether every one of `messages` already is in `history`, by id. Costs O(len(messages))
     on a history that came out of `add_messages`."""
     ids = _index_of(history).ids
-    return all(message.message_id in ids for message in messages)
+    missing = {m.message_id for m in messages if m.message_id not in ids}
+    if not missing:
+        return True
+    in_store = getattr(history, "stored_ids", None)  # a lazy history: ask its store
+    return in_store is not None and missing <= in_store(missing)
 
 
 def seal_history(history: Sequence[Message]) -> None:

@@ -120,7 +120,11 @@ def _where(problem: Problem) -> str:
 
 
 def decode_state(
-    state_type: type[S], thread_id: str, header: str | bytes, messages: Sequence[str | bytes]
+    state_type: type[S],
+    thread_id: str,
+    header: str | bytes,
+    messages: Sequence[str | bytes],
+    offset: int = 0,
 ) -> S:
     """Rebuild a state from a stored header and message log, validating every field.
 
@@ -136,7 +140,7 @@ def decode_state(
     meta = parsed.get("execution_meta")
     if isinstance(meta, dict) and "thread_id" not in meta:
         state.execution_meta.thread_id = thread_id
-    state.__dict__["context"] = _decode_messages(state_type, thread_id, messages)
+    state.__dict__["context"] = decode_messages(state_type, thread_id, messages, offset)
     state.__pydantic_fields_set__.add("context")
     return state
 
@@ -221,10 +225,11 @@ def _row_validator(state_type: type[AgentState]) -> RowValidator:
     return found
 
 
-def _decode_messages(
-    state_type: type[AgentState], thread_id: str, rows: Sequence[str | bytes]
+def decode_messages(
+    state_type: type[AgentState], thread_id: str, rows: Sequence[str | bytes], offset: int = 0
 ) -> list[Message]:
-    """Each row parsed on its own: one row, one message."""
+    """Each row parsed on its own: one row, one message (`offset`: the first row's position
+    in the log, for errors)."""
     validate = _row_validator(state_type)
     try:
         return [validate(row) for row in rows]
@@ -233,7 +238,7 @@ def _decode_messages(
             try:
                 validate(row)
             except ValidationError as exc:
-                raise _unfit(state_type, thread_id, exc, f"context.{index}") from exc
+                raise _unfit(state_type, thread_id, exc, f"context.{offset + index}") from exc
         raise
 
 
@@ -253,4 +258,4 @@ def _unfit(
     )
 
 
-__all__ = ["decode_state", "encode_header", "encode_message", "refused"]
+__all__ = ["decode_messages", "decode_state", "encode_header", "encode_message", "refused"]

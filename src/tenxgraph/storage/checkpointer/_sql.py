@@ -22,7 +22,7 @@ from tenxgraph.core.exceptions import (
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def stale_error(thread_id: str, expected: int | None, found: int | None) -> StaleStateError:
@@ -45,6 +45,16 @@ def rewritten_version_error(thread_id: str, version: int) -> StorageError:
         f"Thread {thread_id!r}: version {version} predates a rewrite of its "
         "history and can no longer be loaded",
         context={"thread_id": thread_id, "version": version},
+    )
+
+
+def changed_history_error(thread_id: str) -> StorageError:
+    """A lazy history's older messages were asked for after its thread was rewritten or
+    deleted: what it was loaded from is gone."""
+    return StorageError(
+        f"Thread {thread_id!r}: its history was rewritten or deleted after this state was "
+        "loaded, so its older messages can no longer be read; load the thread again",
+        context={"thread_id": thread_id},
     )
 
 

@@ -22,7 +22,12 @@ from typing import Any, Generic, TypeVar
 
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.storage.checkpointer._codec import decode_state, encode_header, encode_message
+from tenxgraph.storage.checkpointer._codec import (
+    decode_messages,
+    decode_state,
+    encode_header,
+    encode_message,
+)
 from tenxgraph.storage.checkpointer._storable import (
     format_path,
     message_problem,
@@ -87,6 +92,9 @@ _THREAD_METHODS = frozenset(
     {
         "aversion",
         "aload",
+        "aload_recent",
+        "aread_log",
+        "afind_ids",
         "asave",
         "ahistory",
         "adelete_thread",
@@ -183,6 +191,10 @@ class BaseCheckpointer(ABC):
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""
 
+    async def aclose_loop(self) -> None:  # noqa: B027 - optional hook
+        """Release what this store opened for the running event loop only (stores that keep
+        a connection or pool per loop)."""
+
     # -- threads ---------------------------------------------------------------------------
 
     @abstractmethod
@@ -220,6 +232,29 @@ class BaseCheckpointer(ABC):
         `release` is true; without one, it leaves the thread unleased. (A run whose lease
         expired and was taken over gets `ThreadBusyError` here; the engine reports it as
         `LeaseLostError`.)"""
+
+    # -- lazy histories: a thread loaded with its recent messages only ----------------------
+
+    async def aload_recent(
+        self, thread_id: str, state_type: type[S], keep: int
+    ) -> ThreadSnapshot[S] | None:
+        """The thread's latest state with only its last `keep` messages read; the others stay
+        in the store until code reads them (the state's `context` is then a `LazyHistory`).
+        The default reads them all (`aload`); a store that pages overrides this."""
+        return await self.aload(thread_id, state_type)
+
+    async def aread_log(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[Message]:
+        """Messages `start` to `stop` of the thread's log as it was at `generation` (sealed);
+        `StorageError` if the log was rewritten or deleted since. For lazy histories."""
+        raise NotImplementedError(f"{type(self).__name__} does not page histories")
+
+    async def afind_ids(
+        self, thread_id: str, generation: int, ids: list[str | int], below: int
+    ) -> set[str]:
+        """Which of `ids` (as text) the thread's log holds before position `below`."""
+        raise NotImplementedError(f"{type(self).__name__} does not page histories")
 
     # -- leases: a run owns its thread from its first save to its last ---------------------
 
@@ -292,6 +327,7 @@ __all__ = [
     "ThreadSnapshot",
     "check_messages",
     "checkpoint_fields",
+    "decode_messages",
     "decode_state",
     "encode_header",
     "encode_message",

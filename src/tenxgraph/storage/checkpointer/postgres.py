@@ -25,6 +25,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
+    changed_history_error,
     decode_tool_result,
     encode_tool_result,
     missing_messages_error,
@@ -40,6 +41,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadSnapshot,
     checkpoint_fields,
+    decode_messages,
     decode_state,
     encode_header,
     encode_message,
@@ -51,6 +53,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
+from tenxgraph.storage.checkpointer.paging import lazy_state, sealed
 
 T = TypeVar("T")
 Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
@@ -109,10 +112,22 @@ def _leases_v2(s: str) -> tuple[str, ...]:
     )
 
 
+def _message_ids_v3(s: str) -> tuple[str, ...]:
+    """Messages found by id without reading the thread's history (a lazy history's merge, a
+    turn sent again)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS tx_messages_ids ON {s}.tx_messages (thread_id, message_id)",
+    )
+
+
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
 #: transaction under the schema advisory lock, together with the version update.
-MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {1: _schema_v1, 2: _leases_v2}
+MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
+    1: _schema_v1,
+    2: _leases_v2,
+    3: _message_ids_v3,
+}
 
 # Lease times come from the database's clock, so hosts with skewed clocks agree on them.
 _NOW = "extract(epoch from clock_timestamp())::double precision"
@@ -380,6 +395,109 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = [stored_text(thread_id, f"context.{i}", b) for i, b in enumerate(raw_bodies)]
         state = decode_state(state_type, thread_id, header, bodies)
         return ThreadSnapshot(thread_id, wanted, state)
+
+    async def aclose_loop(self) -> None:
+        """Close the running loop's pool only (one this checkpointer created)."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            pool = self._pools.pop(loop, None)
+            self._pool_locks.pop(loop, None)
+        if pool is not None:
+            await pool.close()
+
+    async def aload_recent(
+        self, thread_id: str, state_type: type[S], keep: int
+    ) -> ThreadSnapshot[S] | None:
+        async def read(conn: Connection) -> tuple[Any, list[Any]] | None:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                found = await conn.fetchrow(
+                    "SELECT t.version, t.generation, c.header, c.message_count, "
+                    f"c.generation AS saved_generation FROM {self._s}.tx_threads t "
+                    f"JOIN {self._s}.tx_checkpoints c "
+                    "ON c.thread_id = t.thread_id AND c.version = t.version "
+                    "WHERE t.thread_id = $1",
+                    thread_id,
+                )
+                if found is None:
+                    return None
+                count = int(found["message_count"])
+                rows = await conn.fetch(
+                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
+                    "AND seq >= $2 AND seq < $3 ORDER BY seq",
+                    thread_id,
+                    max(count - max(keep, 0), 0),
+                    count,
+                )
+                return found, [row["body"] for row in rows]
+
+        got = await self._run(read)
+        if got is None:
+            return None
+        found, raw_bodies = got
+        version, generation = int(found["version"]), int(found["generation"])
+        if found["saved_generation"] != generation:
+            raise rewritten_version_error(thread_id, version)
+        count = int(found["message_count"])
+        start = max(count - max(keep, 0), 0)
+        if len(raw_bodies) != count - start:
+            raise missing_messages_error(thread_id, count, start + len(raw_bodies))
+        header = stored_text(thread_id, "header", found["header"])
+        bodies = [
+            stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw_bodies)
+        ]
+        state = decode_state(state_type, thread_id, header, bodies, start)
+        return ThreadSnapshot(
+            thread_id, version, lazy_state(self, state, thread_id, generation, count)
+        )
+
+    async def aread_log(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[Message]:
+        async def read(conn: Connection) -> list[Any]:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                now = await conn.fetchval(
+                    f"SELECT generation FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+                )
+                if now is None or int(now) != generation:
+                    raise changed_history_error(thread_id)
+                rows = await conn.fetch(
+                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
+                    "AND seq >= $2 AND seq < $3 ORDER BY seq",
+                    thread_id,
+                    start,
+                    stop,
+                )
+                return [row["body"] for row in rows]
+
+        raw = await self._run(read)
+        if len(raw) != stop - start:
+            raise missing_messages_error(thread_id, stop, start + len(raw))
+        bodies = [stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw)]
+        return sealed(decode_messages(state_type, thread_id, bodies, start))
+
+    async def afind_ids(
+        self, thread_id: str, generation: int, ids: list[str | int], below: int
+    ) -> set[str]:
+        wanted = sorted({str(i) for i in ids})
+
+        async def read(conn: Connection) -> list[Any]:
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                now = await conn.fetchval(
+                    f"SELECT generation FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+                )
+                if now is None or int(now) != generation:
+                    raise changed_history_error(thread_id)
+                return list(
+                    await conn.fetch(
+                        f"SELECT message_id FROM {self._s}.tx_messages WHERE thread_id = $1 "
+                        "AND message_id = ANY($2::text[]) AND seq < $3",
+                        thread_id,
+                        wanted,
+                        below,
+                    )
+                )
+
+        return {str(row["message_id"]) for row in await self._run(read)}
 
     async def asave(
         self,

@@ -25,6 +25,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
+    changed_history_error,
     decode_tool_result,
     encode_tool_result,
     missing_messages_error,
@@ -40,6 +41,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadSnapshot,
     checkpoint_fields,
+    decode_messages,
     decode_state,
     encode_header,
     encode_message,
@@ -51,6 +53,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
+from tenxgraph.storage.checkpointer.paging import lazy_state, sealed
 
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
@@ -98,9 +101,17 @@ _LEASES_V2 = (
     "ALTER TABLE tx_threads ADD COLUMN lease_heartbeat REAL",
 )
 
+# version 3: messages found by id without reading the thread's history (a lazy history's
+# merge, a turn sent again)
+_MESSAGE_IDS_V3 = (
+    "CREATE INDEX IF NOT EXISTS tx_messages_ids ON tx_messages (thread_id, message_id)",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
-MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1, 2: _LEASES_V2}
+MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1, 2: _LEASES_V2, 3: _MESSAGE_IDS_V3}
+
+_IDS_PER_QUERY = 500  # message ids looked up per statement (SQLite limits its parameters)
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -163,7 +174,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             if slot is None:
                 slot = self._slots[loop] = _LoopSlot(loop)
         for conn in stale:  # their loop is gone: stop the worker thread without awaiting it
-            conn.stop()
+            _stop_unawaited(conn)
         return slot
 
     async def _open(self) -> aiosqlite.Connection:
@@ -295,7 +306,15 @@ class SqliteCheckpointer(BaseCheckpointer):
                 async with slot.lock.turn():
                     await slot.conn.close()
             else:  # owned by another loop: closing it from here must not await that loop
-                slot.conn.stop()
+                _stop_unawaited(slot.conn)
+
+    async def aclose_loop(self) -> None:
+        """Close the running loop's connection only."""
+        with self._slots_lock:
+            slot = self._slots.pop(asyncio.get_running_loop(), None)
+        if slot is not None and slot.conn is not None:
+            async with slot.lock.turn():
+                await slot.conn.close()
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -341,6 +360,86 @@ class SqliteCheckpointer(BaseCheckpointer):
         bodies = [stored_text(thread_id, f"context.{i}", row[0]) for i, row in enumerate(rows)]
         state = decode_state(state_type, thread_id, header, bodies)
         return ThreadSnapshot(thread_id, wanted, state)
+
+    async def aload_recent(
+        self, thread_id: str, state_type: type[S], keep: int
+    ) -> ThreadSnapshot[S] | None:
+        if self._memory:  # a shared in-memory database cannot be read beside a writer
+            return await self.aload(thread_id, state_type)
+        async with self._transaction(write=False) as conn:
+            found = await self._fetchone(
+                conn,
+                "SELECT t.version, t.generation, c.header, c.message_count, c.generation "
+                "FROM tx_threads t JOIN tx_checkpoints c "
+                "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = ?",
+                (thread_id,),
+            )
+            if found is None:
+                return None
+            version, generation, raw_header, count = (
+                int(found[0]), int(found[1]), found[2], int(found[3])
+            )  # fmt: skip
+            if found[4] != generation:
+                raise rewritten_version_error(thread_id, version)
+            start = max(count - max(keep, 0), 0)
+            rows = await self._fetchall(
+                conn,
+                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
+                "ORDER BY seq",
+                (thread_id, start, count),
+            )
+        if len(rows) != count - start:
+            raise missing_messages_error(thread_id, count, start + len(rows))
+        header = stored_text(thread_id, "header", raw_header)
+        bodies = [stored_text(thread_id, f"context.{start + i}", r[0]) for i, r in enumerate(rows)]
+        state = decode_state(state_type, thread_id, header, bodies, start)
+        return ThreadSnapshot(
+            thread_id, version, lazy_state(self, state, thread_id, generation, count)
+        )
+
+    async def aread_log(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[Message]:
+        async with self._transaction(write=False) as conn:
+            thread = await self._fetchone(
+                conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
+            )
+            if thread is None or int(thread[0]) != generation:
+                raise changed_history_error(thread_id)
+            rows = await self._fetchall(
+                conn,
+                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
+                "ORDER BY seq",
+                (thread_id, start, stop),
+            )
+        if len(rows) != stop - start:
+            raise missing_messages_error(thread_id, stop, start + len(rows))
+        bodies = [stored_text(thread_id, f"context.{start + i}", r[0]) for i, r in enumerate(rows)]
+        return sealed(decode_messages(state_type, thread_id, bodies, start))
+
+    async def afind_ids(
+        self, thread_id: str, generation: int, ids: list[str | int], below: int
+    ) -> set[str]:
+        wanted = sorted({str(i) for i in ids})
+        found: set[str] = set()
+        async with self._transaction(write=False) as conn:
+            thread = await self._fetchone(
+                conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
+            )
+            if thread is None or int(thread[0]) != generation:
+                raise changed_history_error(thread_id)
+            for at in range(0, len(wanted), _IDS_PER_QUERY):
+                part = wanted[at : at + _IDS_PER_QUERY]
+                rows = await self._fetchall(
+                    conn,
+                    # by the id index: without statistics SQLite would walk the thread's log
+                    "SELECT message_id FROM tx_messages INDEXED BY tx_messages_ids "
+                    "WHERE thread_id = ? AND seq < ? "
+                    f"AND message_id IN ({', '.join('?' * len(part))})",
+                    (thread_id, below, *part),
+                )
+                found.update(str(r[0]) for r in rows)
+        return found
 
     async def asave(
         self,
@@ -524,6 +623,13 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def aclear_stop_request(self, thread_id: str) -> None:
         async with self._connected() as conn:
             await conn.execute("DELETE FROM tx_stop_requests WHERE thread_id = ?", (thread_id,))
+
+
+def _stop_unawaited(conn: aiosqlite.Connection) -> None:
+    """Close `conn` and end its worker thread, awaiting nothing. Asked from a thread without
+    an event loop, so that the worker reports its end to no loop (from a loop's thread it
+    would report to that loop, which may be closed by then)."""
+    threading.Thread(target=conn.stop, name="tenxgraph-sqlite-stop", daemon=True).start()
 
 
 def _live_holder(owner: Any, expires: Any, now: float) -> str | None:

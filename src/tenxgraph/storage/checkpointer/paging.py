@@ -1,0 +1,137 @@
+"""Lazy histories over a store: what a thread loaded with its last messages only fetches later.
+
+`LogPager` is the `Pager` of a `LazyHistory` built by a store's `aload_recent`: it reads the
+thread's stored log (positions below `stored`, written once and never changed) for synchronous
+code, on the process's read loop, through the store's own `aread_log` and `afind_ids`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.lazy_history import LazyHistory
+from tenxgraph.core.state.sealed import seal
+from tenxgraph.utils.sync_bridge import read_blocking
+
+S = TypeVar("S", bound=AgentState)
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+
+#: messages a thread is loaded with (the recent ones); older ones are fetched when read
+RECENT_MESSAGES = 64
+_IDS_KEPT = 10_000  # ids remembered as (not) in a thread's log, at most
+
+
+class LogPager:
+    """Reads one thread's stored log, as it was at `generation`, up to `stored` messages."""
+
+    __slots__ = ("absent", "generation", "present", "state_type", "store", "stored", "thread_id")
+
+    def __init__(
+        self,
+        store: BaseCheckpointer,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        stored: int,
+    ) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.state_type = state_type
+        self.generation = generation
+        self.stored = stored
+        self.absent: set[str | int] = set()  # ids looked up and not in the log
+        self.present: set[str | int] = set()  # ids looked up and found
+
+    def read(self, start: int, stop: int) -> list[Message]:
+        return read_blocking(
+            _Release.of(self.store),
+            self.store.aread_log(self.thread_id, self.state_type, self.generation, start, stop),
+        )
+
+    def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
+        wanted = self._unknown(ids)
+        if wanted:
+            found = read_blocking(
+                _Release.of(self.store),
+                self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored),
+            )
+            self._learn(wanted, found)
+        present = self.present
+        return {i for i in ids if i in present}
+
+    async def alook_up(self, ids: Collection[str | int]) -> None:
+        """Find out, from async code, which of `ids` the log holds, so that a later merge of
+        messages with these ids needs no blocking read."""
+        wanted = self._unknown(ids)
+        if wanted:
+            found = await self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
+            self._learn(wanted, found)
+
+    def _unknown(self, ids: Collection[str | int]) -> list[str | int]:
+        absent, present = self.absent, self.present
+        return [i for i in ids if i not in absent and i not in present]
+
+    def _learn(self, wanted: list[str | int], found: set[str]) -> None:
+        # the log below `stored` never changes: what is (not) in it now, always will (not) be
+        if len(self.absent) + len(self.present) > _IDS_KEPT:
+            self.absent.clear()
+            self.present.clear()
+        for i in wanted:
+            (self.present if str(i) in found else self.absent).add(i)
+
+
+class _Release:
+    """Closes what a store opened on the read loop (its connection there), at exit."""
+
+    _made: ClassVar[weakref.WeakKeyDictionary[BaseCheckpointer, _Release]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, store: BaseCheckpointer) -> None:
+        self.store = weakref.ref(store)
+
+    @classmethod
+    def of(cls, store: BaseCheckpointer) -> _Release:
+        found = cls._made.get(store)
+        if found is None:
+            found = cls._made[store] = cls(store)
+        return found
+
+    async def aclose(self) -> None:
+        store = self.store()
+        if store is not None:
+            await store.aclose_loop()
+
+
+async def alook_up_ids(history: list[Message], messages: Iterable[Message]) -> None:
+    """For a lazy history over a store: look up, without blocking, which of these messages'
+    ids its stored part already holds (a merge skips those), before they are merged."""
+    pager = getattr(history, "_pager", None)
+    if isinstance(pager, LogPager):
+        await pager.alook_up([m.message_id for m in messages])
+
+
+def sealed(messages: list[Message]) -> list[Message]:
+    """`messages`, each sealed: what a store gives a lazy history is the thread's."""
+    for message in messages:
+        seal(message)
+    return messages
+
+
+def lazy_state(
+    store: BaseCheckpointer, state: S, thread_id: str, generation: int, stored: int
+) -> S:
+    """`state`, decoded with its last messages only, given a history over the rest."""
+    recent = sealed(state.context)
+    if len(recent) < stored:
+        pager = LogPager(store, thread_id, type(state), generation, stored)
+        state.__dict__["context"] = LazyHistory.of(pager, stored, recent)
+    return state
+
+
+__all__ = ["RECENT_MESSAGES", "LogPager", "alook_up_ids", "lazy_state", "sealed"]

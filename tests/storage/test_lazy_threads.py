@@ -1,0 +1,209 @@
+"""Threads longer than what a store loads at once: a cold turn reads the header and the recent
+messages only, and everything else behaves as if the whole history were in memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tenxgraph.core.exceptions import StorageError
+from tenxgraph.core.graph import StateGraph
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.lazy_history import PAGE, LazyHistory
+from tenxgraph.core.state.sealed import is_sealed
+from tenxgraph.storage.checkpointer import BaseCheckpointer
+from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
+from tests.storage.conftest import Backend
+
+LONG = RECENT_MESSAGES + 3 * PAGE + 5  # a thread whose oldest pages stay in the store
+
+
+def text(i: int) -> Message:
+    return Message.text_message(
+        f"m{i}", "user" if i % 2 == 0 else "assistant", message_id=f"id-{i}"
+    )
+
+
+async def seed(store: BaseCheckpointer, n: int = LONG) -> None:
+    await store.asave(
+        "t", expected_version=None, state=AgentState(), new_messages=[text(i) for i in range(n)]
+    )
+
+
+class Reads:
+    """Counts the stored-log reads a store is asked for (blocking ones included)."""
+
+    def __init__(self, store: BaseCheckpointer) -> None:
+        self.calls: list[tuple[int, int]] = []
+        original = store.aread_log
+
+        async def counted(
+            thread_id: str, state_type: Any, generation: int, start: int, stop: int
+        ) -> Any:
+            self.calls.append((start, stop))
+            return await original(thread_id, state_type, generation, start, stop)
+
+        store.aread_log = counted  # type: ignore[method-assign]
+
+
+def app_on(store: BaseCheckpointer, node: Any) -> Any:
+    graph = StateGraph(AgentState)
+    graph.add_node("node", node)
+    graph.set_entry_point("node")
+    graph.add_edge("node", "__end__")
+    return graph.compile(checkpointer=store)
+
+
+def reply(state: AgentState) -> Message:
+    return Message.text_message(f"reply to {state.context[-1].text()}", "assistant")
+
+
+async def test_a_cold_turn_reads_only_the_recent_messages(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    reads = Reads(store)
+    app = app_on(store, reply)
+    result = await app.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    assert result["messages"][-1].text() == "reply to new"
+    assert reads.calls == []
+    stored = await sql_backend.open().aload("t", AgentState)
+    assert stored is not None
+    assert [m.text() for m in stored.state.context] == [
+        *(f"m{i}" for i in range(LONG)),
+        "new",
+        "reply to new",
+    ]
+
+
+async def test_a_node_reading_old_messages_gets_them_from_the_store(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+    seen: list[list[str]] = []
+
+    def look(state: AgentState) -> Message:
+        seen.append(
+            [state.context[0].text(), state.context[PAGE + 1].text(), state.context[-1].text()]
+        )
+        seen.append([m.text() for m in state.context[:3]])
+        return Message.text_message(f"{len(state.context)} messages", "assistant")
+
+    store = sql_backend.open()
+    reads = Reads(store)
+    result = await app_on(store, look).ainvoke(
+        {"messages": [Message.text_message("new")]}, {"thread_id": "t"}
+    )
+    assert seen == [["m0", f"m{PAGE + 1}", "new"], ["m0", "m1", "m2"]]
+    assert result["messages"][-1].text() == f"{LONG + 1} messages"
+    assert reads.calls == [(0, PAGE), (PAGE, 2 * PAGE)]
+
+
+async def test_iterating_a_cold_history_reads_it_once(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    reads = Reads(store)
+    seen: list[str] = []
+
+    def read_all(state: AgentState) -> None:
+        seen.extend(m.text() for m in state.context)
+
+    await app_on(store, read_all).ainvoke(
+        {"messages": [Message.text_message("new")]}, {"thread_id": "t"}
+    )
+    assert seen == [*(f"m{i}" for i in range(LONG)), "new"]
+    assert len(reads.calls) == 1
+
+
+async def test_a_resent_old_turn_is_recognised_without_loading_the_history(
+    sql_backend: Backend,
+) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    app = app_on(store, reply)
+    config = {"thread_id": "t"}
+    # turn 2 (id-2, answered by id-3) is far outside the recent messages: sent again, it
+    # gets its stored answer and adds nothing
+    result = await app.ainvoke({"messages": [text(2)]}, config)
+    assert [m.text() for m in result["messages"]] == ["m2", "m3"]
+    snapshot = await sql_backend.open().aload("t", AgentState)
+    assert snapshot is not None
+    assert len(snapshot.state.context) == LONG
+
+
+async def test_a_node_returning_an_old_message_again_adds_nothing(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+
+    def repeat(state: AgentState) -> list[Message]:
+        return [text(1), Message.text_message("fresh", "assistant")]
+
+    store = sql_backend.open()
+    reads = Reads(store)
+    await app_on(store, repeat).ainvoke(
+        {"messages": [Message.text_message("new")]}, {"thread_id": "t"}
+    )
+    snapshot = await sql_backend.open().aload("t", AgentState)
+    assert snapshot is not None
+    assert [m.text() for m in snapshot.state.context][-3:] == [f"m{LONG - 1}", "new", "fresh"]
+    assert len(snapshot.state.context) == LONG + 2
+    assert reads.calls == []  # the id was looked up, not the history read
+
+
+@pytest.mark.parametrize("granularity", ["partial", "full"])
+async def test_results_hand_out_the_lazy_history(sql_backend: Backend, granularity: str) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    reads = Reads(store)
+    result = await app_on(store, reply).ainvoke(
+        {"messages": [Message.text_message("new")]},
+        {"thread_id": "t"},
+        response_granularity=granularity,
+    )
+    context = result["context"] if granularity == "partial" else result["state"].context
+    assert isinstance(context, LazyHistory)
+    assert len(context) == LONG + 2
+    assert reads.calls == []
+    assert context[0].text() == "m0"  # read when asked for
+    assert all(map(is_sealed, context))
+    context.append(Message.text_message("mine"))  # the caller's list: the thread is unchanged
+    stored = await app_on(sql_backend.open(), reply).aget_state({"thread_id": "t"})
+    assert stored is not None
+    assert len(stored.context) == LONG + 2
+
+
+async def test_get_state_of_a_cold_thread_is_lazy_and_complete(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    reads = Reads(store)
+    state = await app_on(store, reply).aget_state({"thread_id": "t"})
+    assert state is not None
+    assert reads.calls == []
+    assert [m.text() for m in state.context] == [f"m{i}" for i in range(LONG)]
+    assert state.model_dump()["context"][0]["message_id"] == "id-0"
+
+
+async def test_a_history_rewritten_after_loading_refuses_to_read_old_messages(
+    sql_backend: Backend,
+) -> None:
+    await seed(sql_backend.store)
+    state = await app_on(sql_backend.open(), reply).aget_state({"thread_id": "t"})
+    assert state is not None
+    version = await sql_backend.store.aversion("t")
+    await sql_backend.store.asave(
+        "t", expected_version=version, state=AgentState(), new_messages=[text(0)], rewrite=True
+    )
+    with pytest.raises(StorageError, match="rewritten or deleted after this state was loaded"):
+        _ = state.context[1]
+    assert state.context[-1].text() == f"m{LONG - 1}"  # what is in memory stays readable
+
+
+async def test_update_state_on_a_cold_thread_appends_without_loading(sql_backend: Backend) -> None:
+    await seed(sql_backend.store)
+    store = sql_backend.open()
+    reads = Reads(store)
+    app = app_on(store, reply)
+    await app.aupdate_state({"thread_id": "t"}, [Message.text_message("noted", "assistant")])
+    assert reads.calls == []
+    with pytest.raises(ValueError, match="already has message"):
+        await app.aupdate_state({"thread_id": "t"}, [text(3)])
+    stored = await sql_backend.open().aload("t", AgentState)
+    assert stored is not None
+    assert [m.text() for m in stored.state.context][-2:] == [f"m{LONG - 1}", "noted"]
