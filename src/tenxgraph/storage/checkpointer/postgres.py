@@ -23,6 +23,12 @@ from typing import Any, TypeVar
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
+from tenxgraph.storage.checkpointer._listing import (
+    DEFAULT_PAGE_SIZE,
+    check_offset_and_limit,
+    check_page_limit,
+    decode_cursor,
+)
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     decode_tool_result,
@@ -38,11 +44,13 @@ from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
     S,
+    ThreadPage,
     ThreadSnapshot,
     checkpoint_fields,
     decode_state,
     encode_header,
     encode_message,
+    thread_page,
 )
 from tenxgraph.storage.checkpointer.lease import (
     DEFAULT_LEASE_TTL,
@@ -630,16 +638,41 @@ class PgCheckpointer(BaseCheckpointer):
         return await self._run(delete)
 
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        offset, limit = check_offset_and_limit(offset, limit)
+
         async def read(conn: Connection) -> list[str]:
             rows = await conn.fetch(
                 f"SELECT thread_id FROM {self._s}.tx_threads ORDER BY created_at, thread_id "
                 "LIMIT $1 OFFSET $2",
-                None if limit is None else max(limit, 0),
-                max(offset, 0),
+                limit,
+                offset,
             )
             return [str(r["thread_id"]) for r in rows]
 
         return await self._run(read)
+
+    async def alist_thread_page(
+        self, *, after: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> ThreadPage:
+        limit = check_page_limit(limit)
+        params: tuple[Any, ...] = (limit + 1,)  # one more: is there a next page?
+        where = ""
+        if after is not None:
+            params = (*params, *decode_cursor(after))
+            where = "WHERE (t.created_at, t.thread_id) > ($2, $3) "
+        # a seek on tx_threads_created, then a primary key lookup of each latest checkpoint
+        query = (
+            "SELECT t.thread_id, t.version, t.created_at, c.created_at, c.step, c.status, "
+            f"c.node, c.message_count FROM {self._s}.tx_threads AS t "
+            f"LEFT JOIN {self._s}.tx_checkpoints AS c "
+            "ON c.thread_id = t.thread_id AND c.version = t.version "
+            f"{where}ORDER BY t.created_at, t.thread_id LIMIT $1"
+        )
+
+        async def read(conn: Connection) -> list[Any]:
+            return list(await conn.fetch(query, *params))
+
+        return thread_page(await self._run(read), limit)
 
     # -- tool ledger -----------------------------------------------------------------------
 
