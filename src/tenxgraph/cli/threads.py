@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import re
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -56,9 +56,9 @@ class _Source:
 def command(args: argparse.Namespace, console: Console) -> int:
     source = _source(args)
     if args.action == "list":
-        return asyncio.run(_closing(source, _list(console, source)))
+        return asyncio.run(_closing(source, lambda: _list(console, source)))
     if args.action == "show":
-        return asyncio.run(_closing(source, _show(console, source, args.thread)))
+        return asyncio.run(_closing(source, lambda: _show(console, source, args.thread)))
     return _delete(console, source, args.thread, bool(args.yes))
 
 
@@ -119,10 +119,11 @@ async def _check_pg(dsn: str, schema: str, where: str) -> None:
         )
 
 
-async def _closing(source: _Source, work: Awaitable[T]) -> T:
+async def _closing(source: _Source, work: Callable[[], Awaitable[T]]) -> T:
+    """Check the source, then run `work` on it, closing the store afterwards."""
     try:
         await source.check()
-        return await work
+        return await work()
     finally:
         await source.store.aclose()
 
@@ -201,7 +202,7 @@ def _delete(console: Console, source: _Source, thread: str, yes: bool) -> int:
     """Delete after a confirmation: --yes, or a "y" typed on the terminal (asked outside the
     event loop, so Ctrl-C stops it at once)."""
     store, path = source.store, source.where
-    if asyncio.run(_closing(source, store.aversion(thread))) is None:
+    if asyncio.run(_closing(source, lambda: store.aversion(thread))) is None:
         raise CliError(f"No thread {thread!r} in {path}", EXIT_NOT_FOUND)
     if not yes:
         if not stdin_is_terminal():
@@ -216,7 +217,7 @@ def _delete(console: Console, source: _Source, thread: str, yes: bool) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             console.line("Nothing deleted.")
             return EXIT_OK
-    asyncio.run(_closing(source, store.adelete_thread(thread)))
+    asyncio.run(_closing(source, lambda: store.adelete_thread(thread)))
     console.line(f"Deleted thread {thread!r} from {path}.")
     return EXIT_OK
 
