@@ -18,7 +18,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, Message
@@ -64,11 +64,10 @@ class CheckpointInfo:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadSummary:
+class ThreadSummary(NamedTuple):
     """One thread as `alist_thread_page` lists it: its id, when it was created, and its
     latest saved version (when it was saved, and the step, status, node and message count
-    stored with it)."""
+    stored with it). A named tuple: immutable, and made straight from a listing's row."""
 
     thread_id: str
     version: int
@@ -94,26 +93,15 @@ def thread_page(rows: Sequence[Sequence[Any]], limit: int) -> ThreadPage:
     created_at, and the latest checkpoint's created_at, step, status, node, message_count),
     the extra row only telling that there is a next page. A thread whose latest checkpoint
     row is missing (a damaged database) raises `SerializationError` naming it."""
-    threads = []
-    for row in rows[:limit]:
-        thread_id, version, created_at, updated_at, step, status, node, count = row
-        if status is None:
+    make = ThreadSummary._make  # the columns' types are the fields' (all NOT NULL but node)
+    threads = [make(row) for row in rows[:limit]]
+    for summary in threads:
+        if summary.status is None:  # no checkpoint row joined
             raise SerializationError(
-                f"Thread {thread_id!r}: the checkpoint of its version {version} is missing",
-                context={"thread_id": str(thread_id), "field": "version"},
+                f"Thread {summary.thread_id!r}: the checkpoint of its version "
+                f"{summary.version} is missing",
+                context={"thread_id": summary.thread_id, "field": "version"},
             )
-        threads.append(
-            ThreadSummary(
-                str(thread_id),
-                int(version),
-                float(created_at),
-                float(updated_at),
-                int(step),
-                str(status),
-                None if node is None else str(node),
-                int(count),
-            )
-        )
     if len(rows) <= limit:
         return ThreadPage(threads, None)
     last = threads[-1]
