@@ -659,14 +659,19 @@ class PgCheckpointer(BaseCheckpointer):
         where = ""
         if after is not None:
             params = (*params, *decode_cursor(after))
-            where = "WHERE (t.created_at, t.thread_id) > ($2, $3) "
-        # a seek on tx_threads_created, then a primary key lookup of each latest checkpoint
+            where = "WHERE (created_at, thread_id) > ($2, $3) "
+        # the page's threads from a seek on tx_threads_created, then a primary key lookup of
+        # each one's latest checkpoint. OFFSET 0 keeps the lookups apart from the join: left
+        # to itself, the planner hashes every checkpoint of the table for a page near the end
         query = (
             "SELECT t.thread_id, t.version, t.created_at, c.created_at, c.step, c.status, "
-            f"c.node, c.message_count FROM {self._s}.tx_threads AS t "
-            f"LEFT JOIN {self._s}.tx_checkpoints AS c "
-            "ON c.thread_id = t.thread_id AND c.version = t.version "
-            f"{where}ORDER BY t.created_at, t.thread_id LIMIT $1"
+            "c.node, c.message_count "
+            f"FROM (SELECT thread_id, version, created_at FROM {self._s}.tx_threads "
+            f"{where}ORDER BY created_at, thread_id LIMIT $1) AS t "
+            "LEFT JOIN LATERAL (SELECT created_at, step, status, node, message_count "
+            f"FROM {self._s}.tx_checkpoints "
+            "WHERE thread_id = t.thread_id AND version = t.version OFFSET 0) AS c ON true "
+            "ORDER BY t.created_at, t.thread_id"
         )
 
         async def read(conn: Connection) -> list[Any]:
