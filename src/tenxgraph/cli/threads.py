@@ -100,7 +100,7 @@ async def _check_pg(dsn: str, schema: str, where: str) -> None:
     import asyncpg  # type: ignore[import-untyped]
 
     try:
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(dsn, timeout=10)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         message = str(exc)
         password = urlsplit(dsn).password if "://" in dsn else None
