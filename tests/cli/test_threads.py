@@ -1,12 +1,19 @@
-"""`tenxgraph threads list|show|delete` on a SQLite file of threads."""
+"""`tenxgraph threads list|show|delete` on a SQLite file of threads, and on PostgreSQL (--dsn)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tenxgraph.cli import threads as threads_cli
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer import BaseCheckpointer, PgCheckpointer, SqliteCheckpointer
 from tests.cli.conftest import Cli
+from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
 
 
 @pytest.fixture
@@ -111,3 +118,179 @@ def test_empty_database(cli: Cli, db: str) -> None:
     cli("threads", "delete", "c", "--db", db, "--yes")
     cli("threads", "delete", "d", "--db", db, "--yes")
     assert cli("threads", "list", "--db", db).out == f"No threads in {db}.\n"
+
+
+# -- listing many threads, one query per page ------------------------------------------------
+
+
+def _fill(store: BaseCheckpointer, count: int) -> None:
+    """`count` threads t000, t001, ... (created in that order), each with one message."""
+
+    async def fill() -> None:
+        try:
+            for i in range(count):
+                state = AgentState(context=[Message.text_message(f"hello {i}", "user")])
+                await store.asave(
+                    f"t{i:03}", expected_version=None, state=state, new_messages=state.context
+                )
+        finally:
+            await store.aclose()
+
+    asyncio.run(fill())
+
+
+@pytest.fixture
+def many_db(tmp_path: Path) -> str:
+    path = tmp_path / "many.db"
+    _fill(SqliteCheckpointer(path), 40)
+    return str(path)
+
+
+@pytest.fixture
+def pg(cli: Cli) -> Iterator[tuple[str, str]]:
+    """(dsn, schema): a fresh PostgreSQL schema holding 40 threads, dropped afterwards."""
+    dsn, schema = pg_dsn(), fresh_schema()
+    try:
+        _fill(PgCheckpointer(dsn, schema=schema, max_size=2), 40)
+        yield dsn, schema
+    finally:
+        asyncio.run(drop_schema(dsn, schema))
+
+
+def _count_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, the text of every statement sent to SQLite or PostgreSQL."""
+    import aiosqlite
+    import asyncpg
+
+    seen: list[str] = []
+    execute = aiosqlite.Connection.execute
+
+    def sqlite_execute(self: object, sql: str, parameters: object = None) -> object:
+        seen.append(sql)
+        return execute(self, sql, parameters)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(aiosqlite.Connection, "execute", sqlite_execute)
+    for name in ("fetch", "fetchrow", "fetchval", "execute"):
+        original = getattr(asyncpg.Connection, name)
+
+        async def pg_call(
+            self: object, query: str, *args: object, _original: object = original, **kw: object
+        ) -> object:
+            seen.append(query)
+            return await _original(self, query, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(asyncpg.Connection, name, pg_call)
+    return seen
+
+
+def _listed(out: str) -> list[list[str]]:
+    return [line.split()[:3] for line in out.splitlines()[1:]]
+
+
+EXPECTED = [[f"t{i:03}", "1", "running"] for i in range(40)]
+
+
+def test_list_reads_a_page_per_query_not_a_query_per_thread(
+    cli: Cli, many_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(threads_cli, "LIST_PAGE_SIZE", 7)
+    statements = _count_statements(monkeypatch)
+    result = cli("threads", "list", "--db", many_db)
+    assert result.code == 0, result.err
+    assert _listed(result.out) == EXPECTED
+    reads = [sql for sql in statements if "tx_checkpoints" in sql or "FROM tx_threads" in sql]
+    assert len(reads) == 6  # ceil(40 / 7) pages, nothing per thread
+    assert len(statements) <= 6 + 8  # and the connection's setup (pragmas, schema version)
+
+
+def test_list_with_dsn_reads_postgresql(
+    cli: Cli, pg: tuple[str, str], many_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsn, schema = pg
+    monkeypatch.setattr(threads_cli, "LIST_PAGE_SIZE", 7)
+    statements = _count_statements(monkeypatch)
+    result = cli("threads", "list", "--dsn", dsn, "--schema", schema)
+    assert result.code == 0, result.err
+    assert _listed(result.out) == EXPECTED
+    reads = [sql for sql in statements if "tx_checkpoints" in sql or ".tx_threads" in sql]
+    assert len(reads) == 6, reads  # ceil(40 / 7) pages, nothing per thread
+    assert len(statements) <= 2 * 6 + 10  # pool resets and the schema check, not per thread
+    # the same listing, in the same format, as from SQLite
+    from_sqlite = cli("threads", "list", "--db", many_db).out.splitlines()
+    assert [line.split()[:3] for line in result.out.splitlines()] == [
+        line.split()[:3] for line in from_sqlite
+    ]
+
+
+def test_show_and_delete_with_dsn(cli: Cli, pg: tuple[str, str]) -> None:
+    dsn, schema = pg
+    where = ["--dsn", dsn, "--schema", schema]
+    shown = cli("threads", "show", "t005", *where)
+    assert shown.code == 0, shown.err
+    assert shown.out.splitlines()[1] == "user: hello 5"
+    assert f"(schema {schema})" in shown.out.splitlines()[0]
+    assert cli("threads", "delete", "t005", *where, "--yes").code == 0
+    assert cli("threads", "show", "t005", *where).code == 4
+    listed = cli("threads", *where, "list")  # the options may come before the action
+    assert [row[0] for row in _listed(listed.out)] == [f"t{i:03}" for i in range(40) if i != 5]
+
+
+def test_dsn_without_tenxgraph_tables_is_not_found_and_creates_nothing(cli: Cli) -> None:
+    dsn, schema = pg_dsn(), fresh_schema()
+    result = cli("threads", "list", "--dsn", dsn, "--schema", schema)
+    assert result.code == 4
+    assert f"schema {schema!r} has no tenxgraph tables" in result.err
+
+    async def schema_exists() -> bool:
+        import asyncpg
+
+        conn = await asyncpg.connect(dsn)
+        try:
+            found = await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema)
+        finally:
+            await conn.close()
+        return found is not None
+
+    assert not asyncio.run(schema_exists())
+
+
+def test_a_password_in_the_dsn_is_never_printed(cli: Cli) -> None:
+    parts = urlsplit(pg_dsn())
+    secret = "s3cret-never-shown"
+    host = parts.netloc.rpartition("@")[2]
+    dsn = urlunsplit(parts._replace(netloc=f"{parts.username}:{secret}@{host}"))
+    result = cli("threads", "list", "--dsn", dsn, "--schema", fresh_schema())
+    assert result.code in (1, 4)  # refused, or (a server that trusts us) no tables
+    assert secret not in result.out + result.err
+    assert host in result.err
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        ("postgresql://me:pw@db:5432/app", "postgresql://me@db:5432/app"),
+        (
+            "postgres://me@db/app?password=pw&sslmode=require",
+            "postgres://me@db/app?sslmode=require",
+        ),
+        ("postgresql://db/app", "postgresql://db/app"),
+        ("host=db user=me password=pw dbname=app", "host=db user=me password=*** dbname=app"),
+        ("host=db password='p w' dbname=app", "host=db password=*** dbname=app"),
+    ],
+)
+def test_redacted_dsn(dsn: str, shown: str) -> None:
+    assert threads_cli.redacted_dsn(dsn) == shown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--db", "x.db", "--dsn", "postgresql://db/app"], "either --db (SQLite) or --dsn"),
+        (["--schema", "other"], "--schema goes with --dsn"),
+        (["--dsn", "postgresql://db/app", "--schema", "bad-name"], "is not a plain SQL identifier"),
+    ],
+)
+def test_bad_store_options_are_usage_errors(cli: Cli, args: list[str], message: str) -> None:
+    result = cli("threads", "list", *args)
+    assert result.code == 2
+    assert message in result.err

@@ -25,6 +25,11 @@ Start with:  tenxgraph demo
 """
 
 DB_HELP = "SQLite file with the threads (default: $TENXGRAPH_DB or ~/.tenxgraph/checkpoints.db)"
+DSN_HELP = (
+    "read the threads from PostgreSQL instead of SQLite, e.g. "
+    "postgresql://user:password@host:5432/dbname"
+)
+SCHEMA_HELP = "the PostgreSQL schema holding the threads (with --dsn; default: public)"
 APP_HELP = (
     "your graph: module.path:attribute or path/to/file.py:attribute; the attribute is a "
     "compiled graph, a StateGraph (compiled here), or a function without arguments returning one"
@@ -129,9 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     threads = commands.add_parser(
         "threads",
         help="list, show or delete stored threads",
-        description="Inspect the threads in a SQLite file.",
+        description="Inspect the threads in a SQLite file, or in PostgreSQL with --dsn.",
     )
     threads.add_argument("--db", help=DB_HELP)
+    threads.add_argument("--dsn", help=DSN_HELP)
+    threads.add_argument("--schema", help=SCHEMA_HELP)
     actions = threads.add_subparsers(title="actions", dest="action", metavar="ACTION")
     actions.required = True
     listing = actions.add_parser("list", help="thread ids, message counts and status")
@@ -143,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     for action in (listing, show, delete):
         # also after the action; SUPPRESS keeps a --db given before it
         action.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+        action.add_argument("--dsn", default=argparse.SUPPRESS, help=DSN_HELP)
+        action.add_argument("--schema", default=argparse.SUPPRESS, help=SCHEMA_HELP)
     threads.set_defaults(handler="threads:command")
     return parser
 

@@ -1,13 +1,16 @@
-"""`tenxgraph threads list|show|delete`: look into a SQLite file of threads, or remove one."""
+"""`tenxgraph threads list|show|delete`: look into the threads of a SQLite file or a
+PostgreSQL database (`--dsn`), or remove one."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import time
-from collections.abc import Awaitable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tenxgraph.cli._console import (
     EXIT_NOT_FOUND,
@@ -21,48 +24,123 @@ from tenxgraph.cli._console import (
 from tenxgraph.cli._render import call_text, pause_question, reasoning_of, short
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.message_block import ToolResultBlock
-from tenxgraph.storage.checkpointer import SqliteCheckpointer
+from tenxgraph.storage.checkpointer import BaseCheckpointer, SqliteCheckpointer
 from tenxgraph.utils.interrupt import pending_interrupt
 
 T = TypeVar("T")
 _PAUSED = {"interrupted_before": "paused", "interrupted_after": "paused"}
 
+#: threads read per query by `threads list`
+LIST_PAGE_SIZE = 1_000
+
+
+@dataclass(slots=True)
+class _Source:
+    """The store the command reads, and how messages name it (never with a password)."""
+
+    store: BaseCheckpointer
+    where: str
+    dsn: str | None = None  # PostgreSQL: checked for tenxgraph tables before the first read
+    schema: str = "public"
+    checked: bool = False
+
+    async def check(self) -> None:
+        """Fail, creating nothing, when a PostgreSQL database has no tenxgraph tables (a
+        SQLite file is checked by `existing_db`)."""
+        if self.dsn is None or self.checked:
+            return
+        await _check_pg(self.dsn, self.schema, self.where)
+        self.checked = True
+
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    path = existing_db(getattr(args, "db", None))
-    store = SqliteCheckpointer(path)
+    source = _source(args)
     if args.action == "list":
-        return asyncio.run(_closing(store, _list(console, store, path)))
+        return asyncio.run(_closing(source, lambda: _list(console, source)))
     if args.action == "show":
-        return asyncio.run(_closing(store, _show(console, store, path, args.thread)))
-    return _delete(console, store, path, args.thread, bool(args.yes))
+        return asyncio.run(_closing(source, lambda: _show(console, source, args.thread)))
+    return _delete(console, source, args.thread, bool(args.yes))
 
 
-async def _closing(store: SqliteCheckpointer, work: Awaitable[T]) -> T:
+def _source(args: argparse.Namespace) -> _Source:
+    dsn, db = getattr(args, "dsn", None), getattr(args, "db", None)
+    schema = getattr(args, "schema", None)
+    if dsn is None:
+        if schema is not None:
+            raise CliError("--schema goes with --dsn (a PostgreSQL database)", EXIT_USAGE)
+        path = existing_db(db)
+        return _Source(SqliteCheckpointer(path), str(path))
+    if db is not None:
+        raise CliError("pass either --db (SQLite) or --dsn (PostgreSQL), not both", EXIT_USAGE)
+    from tenxgraph.storage.checkpointer import PgCheckpointer
+
+    schema = schema or "public"
     try:
-        return await work
+        store = PgCheckpointer(dsn, schema=schema, min_size=1, max_size=2)
+    except ValueError as exc:  # a bad schema name
+        raise CliError(str(exc), EXIT_USAGE) from None
+    where = redacted_dsn(dsn) + ("" if schema == "public" else f" (schema {schema})")
+    return _Source(store, where, dsn, schema)
+
+
+def redacted_dsn(dsn: str) -> str:
+    """`dsn` without its password (in a URL's user part or query, or a `password=` pair)."""
+    if "://" not in dsn:  # key=value form
+        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+async def _check_pg(dsn: str, schema: str, where: str) -> None:
+    import asyncpg  # type: ignore[import-untyped]
+
+    try:
+        conn = await asyncpg.connect(dsn, timeout=10)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        message = str(exc)
+        password = urlsplit(dsn).password if "://" in dsn else None
+        if password:
+            message = message.replace(password, "***")
+        raise CliError(f"Cannot connect to PostgreSQL at {where}: {message}") from None
+    try:
+        found = await conn.fetchval("SELECT to_regclass($1)", f'"{schema}".tx_schema_version')
     finally:
-        await store.aclose()
+        await conn.close()
+    if found is None:
+        raise CliError(
+            f"No tenxgraph threads at {where}: schema {schema!r} has no tenxgraph tables "
+            "(pass --schema if they are in another one)",
+            EXIT_NOT_FOUND,
+        )
+
+
+async def _closing(source: _Source, work: Callable[[], Awaitable[T]]) -> T:
+    """Check the source, then run `work` on it, closing the store afterwards."""
+    try:
+        await source.check()
+        return await work()
+    finally:
+        await source.store.aclose()
 
 
 def status_word(status: str) -> str:
     return _PAUSED.get(status, status)
 
 
-async def _list(console: Console, store: SqliteCheckpointer, path: Path) -> int:
-    ids = await store.alist_threads()
-    if not ids:
-        console.line(f"No threads in {path}.")
-        return EXIT_OK
+async def _list(console: Console, source: _Source) -> int:
+    """Every thread, oldest first, read `LIST_PAGE_SIZE` at a time: one query per page."""
     rows = [("THREAD", "MESSAGES", "STATUS", "UPDATED")]
-    for thread in ids:
-        latest = await store.ahistory(thread, limit=1)
-        if not latest:
-            rows.append((thread, "?", "?", "?"))
-            continue
-        info = latest[0]
-        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.created_at))
-        rows.append((thread, str(info.message_count), status_word(info.status), updated))
+    async for info in source.store.aiter_threads(page_size=LIST_PAGE_SIZE):
+        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.updated_at))
+        rows.append((info.thread_id, str(info.message_count), status_word(info.status), updated))
+    if len(rows) == 1:
+        console.line(f"No threads in {source.where}.")
+        return EXIT_OK
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         padded = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
@@ -70,15 +148,16 @@ async def _list(console: Console, store: SqliteCheckpointer, path: Path) -> int:
     return EXIT_OK
 
 
-async def _show(console: Console, store: SqliteCheckpointer, path: Path, thread: str) -> int:
-    snapshot = await store.aload(thread, AgentState)
+async def _show(console: Console, source: _Source, thread: str) -> int:
+    snapshot = await source.store.aload(thread, AgentState)
     if snapshot is None:
-        raise CliError(f"No thread {thread!r} in {path}", EXIT_NOT_FOUND)
+        raise CliError(f"No thread {thread!r} in {source.where}", EXIT_NOT_FOUND)
     state = snapshot.state
     status = status_word(state.execution_meta.status.value)
     console.line(
         console.style(f"thread {thread}", "bold")
-        + f": {status}, {len(state.context)} messages, version {snapshot.version} ({path})"
+        + f": {status}, {len(state.context)} messages, version {snapshot.version} "
+        f"({source.where})"
     )
     tokens_in = tokens_out = 0
     for message in state.context:
@@ -119,10 +198,11 @@ def describe_message(console: Console, message: Message) -> list[str]:
     return lines
 
 
-def _delete(console: Console, store: SqliteCheckpointer, path: Path, thread: str, yes: bool) -> int:
+def _delete(console: Console, source: _Source, thread: str, yes: bool) -> int:
     """Delete after a confirmation: --yes, or a "y" typed on the terminal (asked outside the
     event loop, so Ctrl-C stops it at once)."""
-    if asyncio.run(_closing(store, store.aversion(thread))) is None:
+    store, path = source.store, source.where
+    if asyncio.run(_closing(source, lambda: store.aversion(thread))) is None:
         raise CliError(f"No thread {thread!r} in {path}", EXIT_NOT_FOUND)
     if not yes:
         if not stdin_is_terminal():
@@ -137,9 +217,9 @@ def _delete(console: Console, store: SqliteCheckpointer, path: Path, thread: str
         if answer.strip().lower() not in ("y", "yes"):
             console.line("Nothing deleted.")
             return EXIT_OK
-    asyncio.run(_closing(store, store.adelete_thread(thread)))
+    asyncio.run(_closing(source, lambda: store.adelete_thread(thread)))
     console.line(f"Deleted thread {thread!r} from {path}.")
     return EXIT_OK
 
 
-__all__ = ["command", "describe_message", "status_word"]
+__all__ = ["LIST_PAGE_SIZE", "command", "describe_message", "redacted_dsn", "status_word"]

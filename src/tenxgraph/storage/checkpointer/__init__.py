@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import (
         BaseCheckpointer,
         CheckpointInfo,
+        ThreadPage,
         ThreadSnapshot,
+        ThreadSummary,
     )
     from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
     from tenxgraph.storage.checkpointer.postgres import PgCheckpointer
@@ -25,6 +27,8 @@ _LAZY = {
     "BaseCheckpointer": "tenxgraph.storage.checkpointer.base",
     "CheckpointInfo": "tenxgraph.storage.checkpointer.base",
     "ThreadSnapshot": "tenxgraph.storage.checkpointer.base",
+    "ThreadPage": "tenxgraph.storage.checkpointer.base",
+    "ThreadSummary": "tenxgraph.storage.checkpointer.base",
     "InMemoryCheckpointer": "tenxgraph.storage.checkpointer.memory",
     "SqliteCheckpointer": "tenxgraph.storage.checkpointer.sqlite",
     "PgCheckpointer": "tenxgraph.storage.checkpointer.postgres",
@@ -44,5 +48,7 @@ __all__ = [
     "InMemoryCheckpointer",
     "PgCheckpointer",
     "SqliteCheckpointer",
+    "ThreadPage",
     "ThreadSnapshot",
+    "ThreadSummary",
 ]

@@ -16,9 +16,9 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, Message
@@ -27,6 +27,11 @@ from tenxgraph.storage.checkpointer._codec import (
     decode_state,
     encode_header,
     encode_message,
+)
+from tenxgraph.storage.checkpointer._listing import (
+    DEFAULT_PAGE_SIZE,
+    check_page_limit,
+    encode_cursor,
 )
 from tenxgraph.storage.checkpointer._storable import (
     format_path,
@@ -62,6 +67,50 @@ class CheckpointInfo:
     node: str | None
     message_count: int
     created_at: float
+
+
+class ThreadSummary(NamedTuple):
+    """One thread as `alist_thread_page` lists it: its id, when it was created, and its
+    latest saved version (when it was saved, and the step, status, node and message count
+    stored with it). A named tuple: immutable, and made straight from a listing's row."""
+
+    thread_id: str
+    version: int
+    created_at: float
+    updated_at: float
+    step: int
+    status: str
+    node: str | None
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPage:
+    """One page of `alist_thread_page`: its threads, oldest first, and the cursor that asks
+    for the next page (`after=page.next_cursor`), or None when this page is the last."""
+
+    threads: list[ThreadSummary]
+    next_cursor: str | None
+
+
+def thread_page(rows: Sequence[Sequence[Any]], limit: int) -> ThreadPage:
+    """The page of a SQL listing query's rows: up to `limit` + 1 rows of (thread_id, version,
+    created_at, and the latest checkpoint's created_at, step, status, node, message_count),
+    the extra row only telling that there is a next page. A thread whose latest checkpoint
+    row is missing (a damaged database) raises `SerializationError` naming it."""
+    make = ThreadSummary._make  # the columns' types are the fields' (all NOT NULL but node)
+    threads = [make(row) for row in rows[:limit]]
+    for summary in threads:
+        if summary.status is None:  # no checkpoint row joined
+            raise SerializationError(
+                f"Thread {summary.thread_id!r}: the checkpoint of its version "
+                f"{summary.version} is missing",
+                context={"thread_id": summary.thread_id, "field": "version"},
+            )
+    if len(rows) <= limit:
+        return ThreadPage(threads, None)
+    last = threads[-1]
+    return ThreadPage(threads, encode_cursor(last.created_at, last.thread_id))
 
 
 def checkpoint_fields(state: AgentState) -> tuple[int, str, str | None]:
@@ -282,7 +331,43 @@ class BaseCheckpointer(ABC):
 
     @abstractmethod
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
-        """Thread ids, oldest first."""
+        """Thread ids, oldest first (by creation time, then id), skipping `offset` of them
+        and returning at most `limit` (None: all). A negative `offset` or `limit` raises
+        `ValueError`. OFFSET paging reads past every skipped thread: to walk many threads,
+        use `alist_thread_page` (or `aiter_threads`), whose cost per page does not grow."""
+
+    async def alist_thread_page(
+        self, *, after: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> ThreadPage:
+        """A page of at most `limit` threads with their latest version's summary, oldest
+        first (by creation time, then thread id), starting after the cursor `after` (None:
+        from the first thread). Pass the page's `next_cursor` as `after` for the next page;
+        it is None on the last page. A cursor is opaque text, valid on any instance of the
+        same store, and stays valid when threads are added or deleted (the one it names
+        included); threads created while you page come at the end. The built-in stores read a
+        page in one query, an index seek (keyset paging), so every page costs the same however
+        far in it is.
+
+        `ValueError` if `limit` is not a positive int or `after` is not a cursor. A store
+        that does not implement it raises `NotImplementedError`."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement alist_thread_page (thread listing)"
+        )
+
+    async def aiter_threads(
+        self, *, page_size: int = DEFAULT_PAGE_SIZE
+    ) -> AsyncIterator[ThreadSummary]:
+        """Every thread's summary, oldest first, read `page_size` at a time with
+        `alist_thread_page` (one query per page in the built-in stores)."""
+        check_page_limit(page_size)
+        cursor: str | None = None
+        while True:
+            page = await self.alist_thread_page(after=cursor, limit=page_size)
+            for summary in page.threads:
+                yield summary
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     # -- tool ledger: a finished tool call is recorded once and replayed, never re-run --------
 
@@ -324,7 +409,9 @@ __all__ = [
     "THREAD_ID_MAX_LENGTH",
     "BaseCheckpointer",
     "CheckpointInfo",
+    "ThreadPage",
     "ThreadSnapshot",
+    "ThreadSummary",
     "check_messages",
     "checkpoint_fields",
     "decode_messages",
@@ -332,5 +419,6 @@ __all__ = [
     "encode_header",
     "encode_message",
     "thread_id_of",
+    "thread_page",
     "valid_thread_id",
 ]

@@ -3,6 +3,7 @@ store `compile()` gives an app that brings none (bounded: least recently used th
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections import OrderedDict
@@ -13,12 +14,21 @@ from typing import Any
 from tenxgraph.core.exceptions import ResourceNotFoundError, StaleStateError, StorageError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._listing import (
+    DEFAULT_PAGE_SIZE,
+    check_offset_and_limit,
+    check_page_limit,
+    decode_cursor,
+    encode_cursor,
+)
 from tenxgraph.storage.checkpointer._sql import encode_tool_result
 from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
     S,
+    ThreadPage,
     ThreadSnapshot,
+    ThreadSummary,
     checkpoint_fields,
     decode_state,
     encode_header,
@@ -98,6 +108,8 @@ class InMemoryCheckpointer(BaseCheckpointer):
         self.max_threads = _bound("max_threads", max_threads)
         self.max_bytes = _bound("max_bytes", max_bytes)
         self._threads: dict[str, _Thread] = {}
+        # (created_at, thread_id) of every thread, sorted: the listing order
+        self._order: list[tuple[float, str]] = []
         self._stop_requests: set[str] = set()
         self._ledger: dict[tuple[str, str, str], str] = {}
         self._ledger_keys: dict[str, list[tuple[str, str, str]]] = {}  # by thread
@@ -190,6 +202,8 @@ class InMemoryCheckpointer(BaseCheckpointer):
                 time.time(),
             )
         )
+        if current is None:
+            bisect.insort(self._order, (thread.versions[0].created_at, thread_id))
         if self._recent is not None:
             self._touch(thread_id)
             self._keep_within_bounds(thread_id)
@@ -256,6 +270,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         thread = self._threads.pop(thread_id, None)
         if thread is None:
             return False
+        del self._order[bisect.bisect_left(self._order, (thread.versions[0].created_at, thread_id))]
         self._bytes -= thread.size
         return True
 
@@ -297,8 +312,34 @@ class InMemoryCheckpointer(BaseCheckpointer):
         return self._drop(thread_id)
 
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
-        ids = list(self._threads)
-        return ids[offset : None if limit is None else offset + limit]
+        offset, limit = check_offset_and_limit(offset, limit)
+        rows = self._order[offset : None if limit is None else offset + limit]
+        return [thread_id for _, thread_id in rows]
+
+    async def alist_thread_page(
+        self, *, after: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> ThreadPage:
+        limit = check_page_limit(limit)
+        start = 0 if after is None else bisect.bisect_right(self._order, decode_cursor(after))
+        rows = self._order[start : start + limit + 1]  # one more: is there a next page?
+        threads = []
+        for created_at, thread_id in rows[:limit]:
+            thread = self._threads[thread_id]
+            latest = thread.versions[-1]
+            threads.append(
+                ThreadSummary(
+                    thread_id,
+                    latest.version,
+                    created_at,
+                    latest.created_at,
+                    latest.step,
+                    latest.status,
+                    latest.node,
+                    latest.message_count,
+                )
+            )
+        more = len(rows) > limit
+        return ThreadPage(threads, encode_cursor(*rows[limit - 1]) if more else None)
 
     async def aput_tool_result(
         self, thread_id: str, message_id: str, call_id: str, result: dict[str, Any]

@@ -23,6 +23,12 @@ from typing import Any, TypeVar
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
+from tenxgraph.storage.checkpointer._listing import (
+    DEFAULT_PAGE_SIZE,
+    check_offset_and_limit,
+    check_page_limit,
+    decode_cursor,
+)
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     changed_history_error,
@@ -39,12 +45,14 @@ from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
     S,
+    ThreadPage,
     ThreadSnapshot,
     checkpoint_fields,
     decode_messages,
     decode_state,
     encode_header,
     encode_message,
+    thread_page,
 )
 from tenxgraph.storage.checkpointer.lease import (
     DEFAULT_LEASE_TTL,
@@ -748,16 +756,46 @@ class PgCheckpointer(BaseCheckpointer):
         return await self._run(delete)
 
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        offset, limit = check_offset_and_limit(offset, limit)
+
         async def read(conn: Connection) -> list[str]:
             rows = await conn.fetch(
                 f"SELECT thread_id FROM {self._s}.tx_threads ORDER BY created_at, thread_id "
                 "LIMIT $1 OFFSET $2",
-                None if limit is None else max(limit, 0),
-                max(offset, 0),
+                limit,
+                offset,
             )
             return [str(r["thread_id"]) for r in rows]
 
         return await self._run(read)
+
+    async def alist_thread_page(
+        self, *, after: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> ThreadPage:
+        limit = check_page_limit(limit)
+        params: tuple[Any, ...] = (limit + 1,)  # one more: is there a next page?
+        where = ""
+        if after is not None:
+            params = (*params, *decode_cursor(after))
+            where = "WHERE (created_at, thread_id) > ($2, $3) "
+        # the page's threads from a seek on tx_threads_created, then a primary key lookup of
+        # each one's latest checkpoint. OFFSET 0 keeps the lookups apart from the join: left
+        # to itself, the planner hashes every checkpoint of the table for a page near the end
+        query = (
+            "SELECT t.thread_id, t.version, t.created_at, c.created_at, c.step, c.status, "
+            "c.node, c.message_count "
+            f"FROM (SELECT thread_id, version, created_at FROM {self._s}.tx_threads "
+            f"{where}ORDER BY created_at, thread_id LIMIT $1) AS t "
+            "LEFT JOIN LATERAL (SELECT created_at, step, status, node, message_count "
+            f"FROM {self._s}.tx_checkpoints "
+            "WHERE thread_id = t.thread_id AND version = t.version OFFSET 0) AS c ON true "
+            "ORDER BY t.created_at, t.thread_id"
+        )
+
+        async def read(conn: Connection) -> list[Any]:
+            return list(await conn.fetch(query, *params))
+
+        return thread_page(await self._run(read), limit)
 
     # -- tool ledger -----------------------------------------------------------------------
 

@@ -23,6 +23,12 @@ import aiosqlite
 from tenxgraph.core.exceptions import StorageError, TransientStorageError
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
+from tenxgraph.storage.checkpointer._listing import (
+    DEFAULT_PAGE_SIZE,
+    check_offset_and_limit,
+    check_page_limit,
+    decode_cursor,
+)
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     changed_history_error,
@@ -39,12 +45,14 @@ from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
     S,
+    ThreadPage,
     ThreadSnapshot,
     checkpoint_fields,
     decode_messages,
     decode_state,
     encode_header,
     encode_message,
+    thread_page,
 )
 from tenxgraph.storage.checkpointer.lease import (
     DEFAULT_LEASE_TTL,
@@ -567,13 +575,27 @@ class SqliteCheckpointer(BaseCheckpointer):
         return existed
 
     async def alist_threads(self, *, offset: int = 0, limit: int | None = None) -> list[str]:
+        offset, limit = check_offset_and_limit(offset, limit)
         async with self._connected() as conn:
             rows = await self._fetchall(
                 conn,
                 "SELECT thread_id FROM tx_threads ORDER BY created_at, thread_id LIMIT ? OFFSET ?",
-                (-1 if limit is None else max(limit, 0), max(offset, 0)),
+                (-1 if limit is None else limit, offset),
             )
         return [str(r[0]) for r in rows]
+
+    async def alist_thread_page(
+        self, *, after: str | None = None, limit: int = DEFAULT_PAGE_SIZE
+    ) -> ThreadPage:
+        limit = check_page_limit(limit)
+        params: tuple[Any, ...] = (limit + 1,)  # one more: is there a next page?
+        where = ""
+        if after is not None:
+            params = (*decode_cursor(after), *params)
+            where = "WHERE (t.created_at, t.thread_id) > (?, ?) "
+        async with self._connected() as conn:
+            rows = await self._fetchall(conn, _LIST_PAGE.format(where=where), params)
+        return thread_page(rows, limit)
 
     # -- tool ledger -----------------------------------------------------------------------
 
@@ -630,6 +652,16 @@ def _stop_unawaited(conn: aiosqlite.Connection) -> None:
     an event loop, so that the worker reports its end to no loop (from a loop's thread it
     would report to that loop, which may be closed by then)."""
     threading.Thread(target=conn.stop, name="tenxgraph-sqlite-stop", daemon=True).start()
+
+
+# one page of threads, each with its latest checkpoint: a seek on tx_threads_created, then a
+# primary key lookup per thread
+_LIST_PAGE = (
+    "SELECT t.thread_id, t.version, t.created_at, c.created_at, c.step, c.status, c.node, "
+    "c.message_count FROM tx_threads AS t LEFT JOIN tx_checkpoints AS c "
+    "ON c.thread_id = t.thread_id AND c.version = t.version "
+    "{where}ORDER BY t.created_at, t.thread_id LIMIT ?"
+)
 
 
 def _live_holder(owner: Any, expires: Any, now: float) -> str | None:
