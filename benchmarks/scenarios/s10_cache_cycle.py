@@ -32,9 +32,10 @@ Measures:
   `m.model_dump_json()`, LangGraph `json.dumps(m.model_dump())`; goal: at most 2);
 - seed_s, cycle_s: seeding time (in the scenario's process) and the whole cycle's time.
 
-With the defaults a round takes about 2-3 minutes per framework on a 2-core machine (the
-SQLite file is about 1 GB for tenxgraph, 0.8 GB for LangGraph, in a temporary folder removed
-afterwards); `--threads 300 --messages 1000` gives a quick check.
+The defaults are issue 17's sizes: a round takes minutes per framework on a 2-core machine
+(4.5 for tenxgraph before issue 17, most of it in GC; 7 for LangGraph), and the SQLite file,
+in a temporary folder removed afterwards, takes about 1 GB (LangGraph's grows by a whole
+thread per turn). `--threads 300` is a quick check.
 """
 
 import argparse
