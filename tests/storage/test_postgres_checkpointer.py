@@ -6,7 +6,9 @@ Skipped unless TENXGRAPH_TEST_PG_DSN points at a server (`.ci/run` starts one).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -221,7 +223,7 @@ async def test_a_passed_in_pool_is_used_and_left_open(schema: str) -> None:
 
 async def test_an_owned_pool_is_closed(store: PgCheckpointer) -> None:
     await store.asetup()
-    pools = list(store._pools.values())
+    pools = list(store._pools._pools.values())
     assert len(pools) == 1
     await store.aclose()
     assert pools[0]._closed
@@ -236,6 +238,64 @@ async def test_one_instance_works_from_two_event_loops(store: PgCheckpointer) ->
 
     assert await asyncio.to_thread(in_private_loop) == 2
     assert await texts_of(store, "t") == ["a", "b"]
+
+
+async def count_backends(tag: str) -> int:
+    conn = await asyncpg.connect(pg_dsn())
+    try:
+        found = await conn.fetchval(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1", tag
+        )
+        return int(found)
+    finally:
+        await conn.close()
+
+
+def test_each_asyncio_run_closes_the_pool_it_made(schema: str) -> None:
+    """A pool is closed as the loop that made it ends (not left open on the server until the
+    garbage collector finds it): eight `asyncio.run()` turns with one checkpointer leave no
+    connection behind, and no ResourceWarning once the garbage is collected."""
+    from tests.core.graph._support import inp, linear
+
+    store = PgCheckpointer(tagged_dsn(schema), schema=schema, min_size=3, max_size=4)
+    app = linear(("a", lambda s: "from a"), ("b", lambda s: "from b"), checkpointer=store)
+    collecting = gc.isenabled()
+    gc.disable()  # nothing is closed behind the test's back: only what the loops' ends do
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(8):
+                asyncio.run(app.ainvoke(inp(f"turn {n}"), {"thread_id": f"t{n}"}))
+            left = asyncio.run(count_backends(schema))
+            gc.collect()
+        assert left == 0
+        assert [str(w.message) for w in caught] == []
+        assert len(store._pools) == 0
+        assert asyncio.run(store.aversion("t7")) == 3  # and usable again on a new loop
+        assert asyncio.run(count_backends(schema)) == 0
+    finally:
+        if collecting:
+            gc.enable()
+
+
+async def test_a_call_after_the_loop_closed_its_pool_gets_a_connection_of_its_own(
+    schema: str,
+) -> None:
+    """What still runs on a loop after its shutdown closed the pool (another async generator's
+    clean-up) uses a connection opened and closed for it."""
+
+    async def ending_loop() -> int | None:
+        store = PgCheckpointer(tagged_dsn(schema), schema=schema, min_size=2)
+        await save(store, "t", state_with("a"), None)
+        assert await count_backends(schema) == 2
+        await asyncio.get_running_loop().shutdown_asyncgens()  # as asyncio.run's end does
+        assert await count_backends(schema) == 0
+        found = await store.aversion("t")
+        assert len(store._pools) == 0  # no new pool for a loop that is ending
+        return found
+
+    assert await asyncio.to_thread(asyncio.run, ending_loop()) == 1
+    assert await count_backends(schema) == 0
 
 
 async def test_many_instances_creating_one_schema_at_once(schema: str) -> None:

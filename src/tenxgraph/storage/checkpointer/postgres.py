@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
+from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     decode_tool_result,
@@ -53,8 +54,6 @@ from tenxgraph.storage.checkpointer.lease import (
 )
 
 T = TypeVar("T")
-Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
-Connection = Any  # asyncpg.Connection
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _BACKOFF_SECONDS = 0.05
@@ -158,8 +157,9 @@ class PgCheckpointer(BaseCheckpointer):
     """Threads in PostgreSQL tables `tx_*` of `schema` (created on first use).
 
     Pass either a `dsn` (the checkpointer then owns its pools: one per event loop that uses
-    it, `min_size`..`max_size` connections each, closed by `aclose()`) or a `pool` you created
-    (used only on the event loop it belongs to, never closed by `aclose()`).
+    it, `min_size`..`max_size` connections each, closed by `aclose()` or when that loop shuts
+    down, as at the end of `asyncio.run()`) or a `pool` you created (used only on the event
+    loop it belongs to, never closed by `aclose()`).
 
     Lost connections are retried `retries` times with exponential backoff, for reads and for
     the whole save transaction: a rolled-back transaction is safe to repeat (the version CAS
@@ -200,8 +200,7 @@ class PgCheckpointer(BaseCheckpointer):
         self._min_size = min_size
         self._max_size = max_size
         self._retries = retries
-        self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
-        self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._pools = LoopPools(self._create_pool, self._connect)
         # per loop: turns on the pool's connections, a stopping run's calls first
         self._gates: dict[asyncio.AbstractEventLoop, PriorityGate] = {}
         self._guard = threading.Lock()
@@ -214,29 +213,22 @@ class PgCheckpointer(BaseCheckpointer):
 
     # -- pools and retries -----------------------------------------------------------------
 
-    async def _pool(self) -> Pool:
-        if self._external_pool is not None:
-            pool = self._external_pool
-        else:
-            loop = asyncio.get_running_loop()
-            with self._guard:
-                for other in [lp for lp in self._pools if lp.is_closed()]:
-                    # its loop is gone: nothing can be awaited; the sockets go with the pool
-                    self._pools.pop(other)
-                    self._pool_locks.pop(other, None)
-                pool = self._pools.get(loop)
-                lock = self._pool_locks.setdefault(loop, asyncio.Lock())
-            if pool is None:
-                async with lock:
-                    pool = self._pools.get(loop)
-                    if pool is None:
-                        pool = await _asyncpg().create_pool(
-                            self._dsn, min_size=self._min_size, max_size=self._max_size
-                        )
-                        with self._guard:
-                            self._pools[loop] = pool
+    async def _create_pool(self) -> Pool:
+        return await _asyncpg().create_pool(
+            self._dsn, min_size=self._min_size, max_size=self._max_size
+        )
+
+    async def _connect(self) -> Connection:
+        return await _asyncpg().connect(self._dsn)
+
+    async def _pool(self) -> Pool | None:
+        """The pool to use on this loop (None: this loop's pool is closed as the loop ends;
+        then each call gets a connection of its own), with the schema checked once."""
+        pool = self._external_pool
+        if pool is None:
+            pool = await self._pools.get()
         if not self._schema_ready:
-            async with pool.acquire() as conn:
+            async with self._pools.connection(pool) as conn:
                 await self._ensure_schema(conn)
             self._schema_ready = True
         return pool
@@ -259,7 +251,7 @@ class PgCheckpointer(BaseCheckpointer):
         while True:
             try:
                 pool = await self._pool()
-                async with self._gate().turn(), pool.acquire() as conn:
+                async with self._gate().turn(), self._pools.connection(pool) as conn:
                     return await operation(conn)
             except Exception as exc:
                 if not _is_transient(exc) or attempt >= self._retries:
@@ -315,16 +307,9 @@ class PgCheckpointer(BaseCheckpointer):
         await self._run(_noop)
 
     async def aclose(self) -> None:
-        """Close the pools this checkpointer created; a pool passed in is left open."""
-        loop = asyncio.get_running_loop()
-        with self._guard:
-            pools, self._pools = self._pools, {}
-            self._pool_locks = {}
-        for owner, pool in pools.items():
-            if owner is loop:
-                await pool.close()
-            elif not owner.is_closed():  # belongs to another loop: close it there
-                asyncio.run_coroutine_threadsafe(pool.close(), owner)
+        """Close the pools this checkpointer created; a pool passed in is left open. (An
+        owned pool is also closed when the event loop that made it shuts down.)"""
+        await self._pools.aclose()
 
     # -- threads ---------------------------------------------------------------------------
 
