@@ -12,7 +12,8 @@ that reads the client side of the wire protocol. A turn is one `ainvoke` of a tw
 - `first`: the first turn of a new thread;
 - `next`: a later turn on a thread this app ran before (its state kept in memory), the median
   over `--turns` turns after one warm-up;
-- `cold`: a later turn by a new app on the same checkpointer (the thread loaded from storage).
+- `cold`: a later turn by a new app on the same checkpointer (the thread loaded from storage),
+  after one such turn.
 
 For each: round trips (a `Sync` or a simple `Query` the client sends and then waits on) and
 write transactions (BEGIN ... COMMIT blocks, or single statements outside one, that insert,
@@ -87,8 +88,9 @@ async def measure_turns(dsn: str, wire: WireCounter, turns: int) -> dict[str, An
         for n in range(turns):
             await app.ainvoke(turn_input(2 + n), config)
             nexts.append(wire.reset())
-        cold_app = two_nodes(store)
-        await cold_app.ainvoke(turn_input(99), config)
+        await two_nodes(store).ainvoke(turn_input(98), config)  # warm-up: statements prepared
+        wire.reset()
+        await two_nodes(store).ainvoke(turn_input(99), config)
         cold = wire.reset()
         middle = sorted(nexts, key=lambda t: t.round_trips)[len(nexts) // 2]
         return {
