@@ -11,7 +11,8 @@ that reads the client side of the wire protocol. A turn is one `ainvoke` of a tw
 
 - `first`: the first turn of a new thread;
 - `next`: a later turn on a thread this app ran before (its state kept in memory), the median
-  over `--turns` turns after one warm-up;
+  over `--turns` turns after one warm-up; and its median wall time over `--timed` turns
+  talking to the server directly (no proxy);
 - `cold`: a later turn by a new app on the same checkpointer (the thread loaded from storage),
   after one such turn.
 
@@ -33,6 +34,7 @@ import json
 import os
 import statistics
 import sys
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -107,6 +109,26 @@ async def measure_turns(dsn: str, wire: WireCounter, turns: int) -> dict[str, An
         await drop(dsn, schema)
 
 
+async def time_turns(dsn: str, turns: int) -> float:
+    """Median wall time of a `next` turn in ms, straight to the server (no proxy)."""
+    schema = f"tx_rt_{uuid.uuid4().hex[:12]}"
+    store = PgCheckpointer(dsn, schema=schema)
+    try:
+        app = two_nodes(store)
+        config = {"thread_id": "t"}
+        for n in range(3):
+            await app.ainvoke(turn_input(n), config)
+        times = []
+        for n in range(turns):
+            started = time.perf_counter()
+            await app.ainvoke(turn_input(3 + n), config)
+            times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+    finally:
+        await store.aclose()
+        await drop(dsn, schema)
+
+
 async def drop(dsn: str, schema: str) -> None:
     import asyncpg  # type: ignore[import-untyped]
 
@@ -167,6 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=9)
     parser.add_argument("--loops", type=int, default=8)
+    parser.add_argument("--timed", type=int, default=200, help="`next` turns timed, direct")
     parser.add_argument("--min-size", type=int, default=5, help="of the loops' pools")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--show", action="store_true", help="the statements of each round trip")
@@ -177,6 +200,7 @@ def main() -> None:
     with WireCounter(dsn) as wire:
         turns = asyncio.run(measure_turns(dsn, wire, args.turns))
     loops = measure_loops(dsn, args.loops, args.min_size)
+    turns["next"]["ms"] = asyncio.run(time_turns(dsn, args.timed))
     if args.json:
         out = {k: {f: v for f, v in t.items() if f != "exchanges"} for k, t in turns.items()}
         print(json.dumps({**out, "loops": loops}))
@@ -184,6 +208,8 @@ def main() -> None:
     print(f"{'turn (2 nodes)':<16}{'round trips':>12}{'write transactions':>20}")
     for name, found in turns.items():
         print(f"{name:<16}{found['round_trips']:>12}{found['write_transactions']:>20}")
+        if "ms" in found:
+            print(f"    median wall time, straight to the server: {found['ms']:.2f} ms")
         if args.show:
             for n, statements in enumerate(found["exchanges"], 1):
                 print(f"    {n:>2}. " + " | ".join(statements))
