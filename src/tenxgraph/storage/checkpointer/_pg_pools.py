@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
@@ -42,7 +42,7 @@ class LoopPools:
         self._connect = connect
         self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
         # per loop: the async generator that closes its pool when the loop shuts down
-        self._closers: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._closers: dict[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = {}
         self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._ended: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._guard = threading.Lock()
@@ -83,7 +83,10 @@ class LoopPools:
         try:
             yield conn
         finally:
-            await conn.close()
+            try:
+                await conn.close()
+            except Exception:  # broken on the way: just drop the socket
+                conn.terminate()
 
     async def aclose(self) -> None:
         """Close every pool: this loop's here, another loop's on that loop."""
@@ -97,7 +100,9 @@ class LoopPools:
             elif not owner.is_closed():
                 asyncio.run_coroutine_threadsafe(closer.aclose(), owner)
 
-    async def _close_with_loop(self, loop: asyncio.AbstractEventLoop, pool: Pool) -> Any:
+    async def _close_with_loop(
+        self, loop: asyncio.AbstractEventLoop, pool: Pool
+    ) -> AsyncGenerator[None, None]:
         """Suspended while the pool lives; closed by `aclose`, by the loop's
         `shutdown_asyncgens()`, or (dropped with its checkpointer) by the loop's finaliser
         of async generators. Its end closes the pool."""
