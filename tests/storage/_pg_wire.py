@@ -1,13 +1,15 @@
 """`WireCounter`: a loopback TCP proxy in front of PostgreSQL that reads what clients send.
 
 It parses the frontend side of the wire protocol (the server side is passed on untouched) and
-counts, per client connection:
+counts what its clients send:
 
 - round trips: each `Sync` (the end of an extended-protocol exchange: parse/bind/execute), each
   `Flush` (asyncpg preparing a statement it has not used on that connection yet) and each
   simple `Query` makes the client wait for the server's answer;
 - write transactions: an explicit BEGIN ... COMMIT block, or a single statement run outside
-  one, that contains an INSERT, UPDATE or DELETE.
+  one, that contains an INSERT, UPDATE or DELETE (as sent: whether the server then refused it
+  is not read);
+- connections opened.
 
 The proxy runs on its own thread and event loop, so it outlives the clients' loops (several
 `asyncio.run()` calls in a row). Counts are taken before bytes are forwarded: once a client
@@ -143,6 +145,7 @@ class WireCounter:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._sockets: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self.dsn = ""
 
     def __enter__(self) -> WireCounter:
@@ -173,6 +176,8 @@ class WireCounter:
         for writer in list(self._sockets):
             writer.close()
         await self._server.wait_closed()
+        if self._handlers:  # each ends once both its sockets are closed
+            await asyncio.wait(self._handlers, timeout=10)
 
     def reset(self) -> Tally:
         """The counts so far; counting starts again from zero."""
@@ -189,6 +194,9 @@ class WireCounter:
             writer.close()
             return
         self._sockets.update((writer, up_writer))
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
         client = _Client(self)
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, parse: bool) -> None:
@@ -203,5 +211,8 @@ class WireCounter:
             finally:
                 dst.close()
 
-        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
-        self._sockets.difference_update((writer, up_writer))
+        try:
+            await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+        finally:
+            self._sockets.difference_update((writer, up_writer))
+            self._handlers.discard(handler)
