@@ -17,10 +17,9 @@ generator closed at the same moment) gets a connection of its own, closed right 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
@@ -72,21 +71,10 @@ class LoopPools:
                     self._closers[loop] = closer
         return pool
 
-    @contextlib.asynccontextmanager
-    async def connection(self, pool: Pool | None) -> AsyncIterator[Connection]:
-        """A connection of `pool`, or (None: the loop's pool is closed) one of its own."""
-        if pool is not None:
-            async with pool.acquire() as conn:
-                yield conn
-            return
-        conn = await self._connect()
-        try:
-            yield conn
-        finally:
-            try:
-                await conn.close()
-            except Exception:  # broken on the way: just drop the socket
-                conn.terminate()
+    def connection(self, pool: Pool | None) -> Borrowed:
+        """`async with pools.connection(pool) as conn:` a connection of `pool`, or (None: the
+        loop's pool is closed) one of its own, closed after the block."""
+        return Borrowed(pool, self._connect)
 
     async def aclose(self) -> None:
         """Close every pool: this loop's here, another loop's on that loop."""
@@ -126,6 +114,35 @@ class LoopPools:
             self._locks.pop(other, None)
 
 
+class Borrowed:
+    """A connection for an `async with` block: a plain object, not an async generator, so it
+    also works while the loop shuts down (after `loop.shutdown_asyncgens()`)."""
+
+    __slots__ = ("_acquiring", "_conn", "_connect", "_pool")
+
+    def __init__(self, pool: Pool | None, connect: Callable[[], Awaitable[Connection]]) -> None:
+        self._pool = pool
+        self._connect = connect
+        self._acquiring: Any = None
+        self._conn: Connection = None
+
+    async def __aenter__(self) -> Connection:
+        if self._pool is not None:
+            self._acquiring = self._pool.acquire()
+            return await self._acquiring.__aenter__()
+        self._conn = await self._connect()
+        return self._conn
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._acquiring is not None:
+            await self._acquiring.__aexit__(*exc_info)
+            return
+        try:
+            await self._conn.close()
+        except Exception:  # broken on the way: just drop the socket
+            self._conn.terminate()
+
+
 async def _close(pool: Pool) -> None:
     """Close gracefully (each connection says goodbye to the server); cut what will not."""
     try:
@@ -134,4 +151,4 @@ async def _close(pool: Pool) -> None:
         pool.terminate()
 
 
-__all__ = ["LoopPools"]
+__all__ = ["Borrowed", "LoopPools"]
