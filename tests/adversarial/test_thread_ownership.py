@@ -277,6 +277,20 @@ async def test_interrupt_in_the_same_app_cancels_the_running_node(
     assert await stored_texts(checkpointer) == ["one", "two", answer_to("two")]
 
 
+async def test_a_stop_asked_while_no_run_held_the_thread_does_not_stop_the_next_one(
+    checkpointer: BaseCheckpointer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "_STOP_POLL_SECONDS", 0.0)  # look at every step
+    app = app_of(checkpointer, quick, quick)
+    config = {"thread_id": "t"}
+    await app.ainvoke(inp("one"), config)
+    await checkpointer.arequest_stop("t")  # nobody runs: meant for no run
+    result = await app.ainvoke(inp("two"), config)
+    assert "interrupted" not in result
+    assert texts(result["messages"]) == ["two", answer_to("two"), answer_to(answer_to("two"))]
+    assert not await checkpointer.ais_stop_requested("t")  # cleared as the run took the thread
+
+
 def test_an_unknown_strategy_is_refused() -> None:
     app = app_of(
         __import__("tenxgraph.storage.checkpointer", fromlist=["x"]).InMemoryCheckpointer(), quick

@@ -6,15 +6,18 @@ Skipped unless TENXGRAPH_TEST_PG_DSN points at a server (`.ci/run` starts one).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tenxgraph.core.exceptions import StaleStateError, TransientStorageError
+from tenxgraph.core.exceptions import StaleStateError, ThreadBusyError, TransientStorageError
 from tenxgraph.core.state import AgentState
+from tenxgraph.storage.checkpointer.lease import Lease
 from tests.storage._support import msg, save, state_with, texts_of
 from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
 
@@ -130,24 +133,23 @@ async def test_reads_and_saves_survive_lost_connections(schema: str) -> None:
 
 
 class Flaky:
-    """Makes `_commit` lose the connection: before or after the COMMIT reached the server."""
+    """Makes a save's statement lose the connection: after it landed on the server
+    (`commit_first`), or before it reached it."""
 
     def __init__(self, store: PgCheckpointer, *, commit_first: bool, times: int = 1) -> None:
-        self.real = store._commit
+        self.real = store._execute_save
         self.commit_first = commit_first
         self.left = times
         self.calls = 0
 
-    async def __call__(self, transaction: Any) -> None:
+    async def __call__(self, conn: Any, query: str, args: Any) -> Any:
         self.calls += 1
         if self.left > 0:
             self.left -= 1
             if self.commit_first:
-                await self.real(transaction)
-            else:
-                await transaction.rollback()
-            raise asyncpg.ConnectionDoesNotExistError("connection lost during COMMIT")
-        await self.real(transaction)
+                await self.real(conn, query, args)
+            raise asyncpg.ConnectionDoesNotExistError("connection lost during the save")
+        return await self.real(conn, query, args)
 
 
 async def test_a_commit_that_landed_before_the_connection_broke_is_a_success(
@@ -155,7 +157,7 @@ async def test_a_commit_that_landed_before_the_connection_broke_is_a_success(
 ) -> None:
     await save(store, "t", state_with("a"), None)
     flaky = Flaky(store, commit_first=True)
-    monkeypatch.setattr(store, "_commit", flaky)
+    monkeypatch.setattr(store, "_execute_save", flaky)
     assert await save(store, "t", state_with(), 1, new=[msg("b"), msg("c")]) == 2
     assert flaky.calls == 1  # not written twice
     assert await texts_of(store, "t") == ["a", "b", "c"]
@@ -167,7 +169,7 @@ async def test_a_commit_that_did_not_land_is_repeated(
 ) -> None:
     await save(store, "t", state_with("a"), None)
     flaky = Flaky(store, commit_first=False)
-    monkeypatch.setattr(store, "_commit", flaky)
+    monkeypatch.setattr(store, "_execute_save", flaky)
     assert await save(store, "t", state_with(), 1, new=[msg("b")]) == 2
     assert flaky.calls == 2
     assert await texts_of(store, "t") == ["a", "b"]
@@ -178,7 +180,7 @@ async def test_a_commit_that_keeps_failing_is_transient_and_writes_nothing(
 ) -> None:
     await save(store, "t", state_with("a"), None)
     flaky = Flaky(store, commit_first=False, times=100)
-    monkeypatch.setattr(store, "_commit", flaky)
+    monkeypatch.setattr(store, "_execute_save", flaky)
     with pytest.raises(TransientStorageError, match="'t'"):
         await save(store, "t", state_with(), 1, new=[msg("b")])
     assert flaky.calls == 1 + store._retries
@@ -189,15 +191,14 @@ async def test_a_lost_commit_where_another_writer_won_is_stale(
     store: PgCheckpointer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await save(store, "t", state_with("a"), None)
-    real = store._commit
+    real = store._execute_save
 
-    async def lose_to_another_writer(transaction: Any) -> None:
-        await transaction.rollback()
-        monkeypatch.setattr(store, "_commit", real)
+    async def lose_to_another_writer(conn: Any, query: str, args: Any) -> Any:
+        monkeypatch.setattr(store, "_execute_save", real)
         await save(store, "t", state_with(), 1, new=[msg("other")])
-        raise asyncpg.ConnectionDoesNotExistError("connection lost during COMMIT")
+        raise asyncpg.ConnectionDoesNotExistError("connection lost during the save")
 
-    monkeypatch.setattr(store, "_commit", lose_to_another_writer)
+    monkeypatch.setattr(store, "_execute_save", lose_to_another_writer)
     with pytest.raises(StaleStateError):
         await save(store, "t", state_with(), 1, new=[msg("mine")])
     assert await texts_of(store, "t") == ["a", "other"]
@@ -221,7 +222,7 @@ async def test_a_passed_in_pool_is_used_and_left_open(schema: str) -> None:
 
 async def test_an_owned_pool_is_closed(store: PgCheckpointer) -> None:
     await store.asetup()
-    pools = list(store._pools.values())
+    pools = list(store._pools._pools.values())
     assert len(pools) == 1
     await store.aclose()
     assert pools[0]._closed
@@ -236,6 +237,102 @@ async def test_one_instance_works_from_two_event_loops(store: PgCheckpointer) ->
 
     assert await asyncio.to_thread(in_private_loop) == 2
     assert await texts_of(store, "t") == ["a", "b"]
+
+
+async def test_the_save_that_takes_the_lease_clears_stop_requests(
+    store: PgCheckpointer,
+) -> None:
+    """They were asked of no run, or of another one: the run taking the thread starts with
+    none (in the same statement: the engine need not look for one)."""
+    one, two = Lease("run-1", 30.0), Lease("run-2", 30.0)
+
+    async def saved(expected: int | None, lease: Lease | None, release: bool = False) -> int:
+        state = state_with("a") if expected is None else state_with()
+        return await store.asave(
+            "t", expected_version=expected, state=state, new_messages=state.context,
+            lease=lease, release=release,
+        )  # fmt: skip
+
+    assert store.lease_clears_stop_requests
+    await store.arequest_stop("t")
+    await store.arequest_stop("other")
+    assert await saved(None, one) == 1  # a new thread, its lease taken
+    assert not await store.ais_stop_requested("t")
+    assert await store.ais_stop_requested("other")
+    await store.arequest_stop("t")  # asked of run-1, which holds the thread
+    assert await saved(1, one) == 2
+    assert await store.ais_stop_requested("t")  # still there for run-1 to see
+    assert await saved(2, one, release=True) == 3
+    assert await saved(3, None) == 4  # no lease taken
+    assert await store.ais_stop_requested("t")
+    assert await saved(4, two) == 5  # run-2 takes the thread
+    assert not await store.ais_stop_requested("t")
+    await store.arequest_stop("t")
+    with pytest.raises(ThreadBusyError):  # and a refused save clears nothing
+        await saved(5, one)
+    assert await store.ais_stop_requested("t")
+
+
+async def count_backends(tag: str) -> int:
+    conn = await asyncpg.connect(pg_dsn())
+    try:
+        found = await conn.fetchval(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1", tag
+        )
+        return int(found)
+    finally:
+        await conn.close()
+
+
+def test_each_asyncio_run_closes_the_pool_it_made(schema: str) -> None:
+    """A pool is closed as the loop that made it ends (not left open on the server until the
+    garbage collector finds it): eight `asyncio.run()` turns with one checkpointer leave no
+    connection behind, and no ResourceWarning once the garbage is collected."""
+    from tests.core.graph._support import inp, linear
+
+    store = PgCheckpointer(tagged_dsn(schema), schema=schema, min_size=3, max_size=4)
+    app = linear(("a", lambda s: "from a"), ("b", lambda s: "from b"), checkpointer=store)
+    collecting = gc.isenabled()
+    gc.disable()  # nothing is closed behind the test's back: only what the loops' ends do
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for n in range(8):
+                asyncio.run(app.ainvoke(inp(f"turn {n}"), {"thread_id": f"t{n}"}))
+            left = asyncio.run(count_backends(schema))
+            gc.collect()
+        assert left == 0
+        assert [str(w.message) for w in caught] == []
+        assert len(store._pools) == 0
+        assert asyncio.run(store.aversion("t7")) == 3  # and usable again on a new loop
+        assert asyncio.run(count_backends(schema)) == 0
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def test_a_call_after_the_loop_closed_its_pool_gets_a_connection_of_its_own(
+    schema: str,
+) -> None:
+    """What still runs on a loop after its shutdown closed the pool (another async generator's
+    clean-up) uses a connection opened and closed for it, and warns of nothing."""
+
+    async def ending_loop() -> int | None:
+        store = PgCheckpointer(tagged_dsn(schema), schema=schema, min_size=2)
+        await save(store, "t", state_with("a"), None)
+        assert await count_backends(schema) == 2
+        await asyncio.get_running_loop().shutdown_asyncgens()  # as asyncio.run's end does
+        assert await count_backends(schema) == 0
+        found = await store.aversion("t")
+        assert len(store._pools) == 0  # no new pool for a loop that is ending
+        return found
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(ending_loop()) == 1
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
+    assert asyncio.run(count_backends(schema)) == 0
 
 
 async def test_many_instances_creating_one_schema_at_once(schema: str) -> None:

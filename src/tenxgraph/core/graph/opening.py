@@ -167,10 +167,12 @@ class Opening:
         )
         self.version = await self.keeper.save(state, version, added)
         checkpointer = program.checkpointer
-        # a stop asked for while no run held the thread is not meant for this one
+        # a stop asked for while no run held the thread is not meant for this one (a store
+        # may have cleared it with the save that took the lease)
         if (
             version is not None
             and checkpointer is not None
+            and not checkpointer.lease_clears_stop_requests
             and await checkpointer.ais_stop_requested(thread_id)
         ):
             await checkpointer.aclear_stop_request(thread_id)

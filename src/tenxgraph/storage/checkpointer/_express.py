@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 
 
 class Express:
@@ -54,13 +53,9 @@ class PriorityGate:
         self._queue: deque[asyncio.Future[None]] = deque()
         self._express: deque[asyncio.Future[None]] = deque()
 
-    @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        await self._acquire(current_express.get())
-        try:
-            yield
-        finally:
-            self._release()
+    def turn(self) -> _Turn:
+        """`async with gate.turn():` holds a turn for the block."""
+        return _Turn(self)
 
     async def _acquire(self, express: Express | None) -> None:
         if self._free and not self._queue and not self._express:
@@ -95,6 +90,22 @@ class PriorityGate:
                     turn.set_result(None)
                     return
         self._free += 1
+
+
+class _Turn:
+    """A turn on a gate as an async context manager: a plain object, not an async generator,
+    so it also works while its loop shuts down (after `loop.shutdown_asyncgens()`)."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: PriorityGate) -> None:
+        self._gate = gate
+
+    async def __aenter__(self) -> None:
+        await self._gate._acquire(current_express.get())
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._gate._release()
 
 
 __all__ = ["Express", "PriorityGate", "current_express"]

@@ -215,6 +215,12 @@ class BaseCheckpointer(ABC):
     #: anyway (the default in-memory one), where the saves between would only cost time
     saves_every_step: bool = True
 
+    #: whether a save that takes the thread's lease (a run's first save: the thread was not
+    #: its own) also deletes the thread's stop requests in the same write: they were asked of
+    #: no run, or of another one, never of the run now taking the thread. Otherwise the
+    #: engine looks for one after that save, and clears it (two more calls)
+    lease_clears_stop_requests: bool = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A store's methods that take a thread id check it first (`valid_thread_id`), and its
         `asave` checks the new messages (`check_messages`), before the store's own code runs:

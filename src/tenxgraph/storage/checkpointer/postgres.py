@@ -1,10 +1,11 @@
 """`PgCheckpointer`: threads in PostgreSQL, shared by many processes on many hosts.
 
-A save is one transaction whose first statement is the compare-and-swap on the thread's version
-(`UPDATE ... WHERE version = expected`, or `INSERT ... ON CONFLICT DO NOTHING` for a new
-thread). Two writers racing on one thread serialise on that row: the first commits, the second
-then finds the version changed, gets `StaleStateError` and writes nothing. A concurrent run
-therefore fails fast with a clear error; it never waits for the other run to finish.
+A save is one statement, so one round trip and one transaction (`_pg_save`), led by the
+compare-and-swap on the thread's version (`UPDATE ... WHERE version = expected`, or `INSERT ...
+ON CONFLICT DO NOTHING` for a new thread). Two writers racing on one thread serialise on that
+row: the first commits, the second then finds the version changed, gets `StaleStateError` and
+writes nothing. A concurrent run therefore fails fast with a clear error; it never waits for
+the other run to finish.
 
 asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 """
@@ -12,7 +13,6 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import threading
@@ -29,6 +29,8 @@ from tenxgraph.storage.checkpointer._listing import (
     check_page_limit,
     decode_cursor,
 )
+from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
+from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     changed_history_error,
@@ -64,8 +66,6 @@ from tenxgraph.storage.checkpointer.lease import (
 from tenxgraph.storage.checkpointer.paging import lazy_state, sealed
 
 T = TypeVar("T")
-Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
-Connection = Any  # asyncpg.Connection
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _BACKOFF_SECONDS = 0.05
@@ -137,8 +137,6 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
     3: _message_ids_v3,
 }
 
-# Lease times come from the database's clock, so hosts with skewed clocks agree on them.
-_NOW = "extract(epoch from clock_timestamp())::double precision"
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -174,24 +172,28 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 class _CommitOutcomeUnknown(Exception):
-    """The connection broke while COMMIT was in flight: the save may or may not have landed."""
+    """The connection broke while a save was in flight: it may or may not have landed."""
 
 
 class PgCheckpointer(BaseCheckpointer):
     """Threads in PostgreSQL tables `tx_*` of `schema` (created on first use).
 
     Pass either a `dsn` (the checkpointer then owns its pools: one per event loop that uses
-    it, `min_size`..`max_size` connections each, closed by `aclose()`) or a `pool` you created
-    (used only on the event loop it belongs to, never closed by `aclose()`).
+    it, `min_size`..`max_size` connections each, closed by `aclose()` or when that loop shuts
+    down, as at the end of `asyncio.run()`) or a `pool` you created (used only on the event
+    loop it belongs to, never closed by `aclose()`).
 
     Lost connections are retried `retries` times with exponential backoff, for reads and for
-    the whole save transaction: a rolled-back transaction is safe to repeat (the version CAS
-    prevents double writes). If the connection breaks during COMMIT, the thread is re-read:
-    our checkpoint present means success, the version unchanged means the save is repeated.
+    saves: a save that did not land is safe to repeat (the version CAS prevents double
+    writes). If the connection breaks while a save's statement is in flight, the thread is
+    re-read: our checkpoint present means success, the version unchanged means the save is
+    repeated.
 
     Safe for any number of processes and hosts. Within a process, one instance may be shared
     by tasks and by several event loops (e.g. a private loop thread and the caller's loop).
     """
+
+    lease_clears_stop_requests = True  # the save's statement does it (`_pg_save`)
 
     def __init__(
         self,
@@ -223,8 +225,7 @@ class PgCheckpointer(BaseCheckpointer):
         self._min_size = min_size
         self._max_size = max_size
         self._retries = retries
-        self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
-        self._pool_locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._pools = LoopPools(self._create_pool, self._connect)
         # per loop: turns on the pool's connections, a stopping run's calls first
         self._gates: dict[asyncio.AbstractEventLoop, PriorityGate] = {}
         self._guard = threading.Lock()
@@ -237,29 +238,26 @@ class PgCheckpointer(BaseCheckpointer):
 
     # -- pools and retries -----------------------------------------------------------------
 
-    async def _pool(self) -> Pool:
-        if self._external_pool is not None:
-            pool = self._external_pool
-        else:
-            loop = asyncio.get_running_loop()
-            with self._guard:
-                for other in [lp for lp in self._pools if lp.is_closed()]:
-                    # its loop is gone: nothing can be awaited; the sockets go with the pool
-                    self._pools.pop(other)
-                    self._pool_locks.pop(other, None)
-                pool = self._pools.get(loop)
-                lock = self._pool_locks.setdefault(loop, asyncio.Lock())
-            if pool is None:
-                async with lock:
-                    pool = self._pools.get(loop)
-                    if pool is None:
-                        pool = await _asyncpg().create_pool(
-                            self._dsn, min_size=self._min_size, max_size=self._max_size
-                        )
-                        with self._guard:
-                            self._pools[loop] = pool
+    async def _create_pool(self) -> Pool:
+        # A connection goes back to the pool as it is: asyncpg's default reset query costs a
+        # round trip per call, and undoes what this checkpointer never does (SET, LISTEN,
+        # cursors or advisory locks outliving a transaction). A transaction left open is
+        # still rolled back.
+        return await _asyncpg().create_pool(
+            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_leave_as_is
+        )
+
+    async def _connect(self) -> Connection:
+        return await _asyncpg().connect(self._dsn)
+
+    async def _pool(self) -> Pool | None:
+        """The pool to use on this loop (None: this loop's pool is closed as the loop ends;
+        then each call gets a connection of its own), with the schema checked once."""
+        pool = self._external_pool
+        if pool is None:
+            pool = await self._pools.get()
         if not self._schema_ready:
-            async with pool.acquire() as conn:
+            async with self._pools.connection(pool) as conn:
                 await self._ensure_schema(conn)
             self._schema_ready = True
         return pool
@@ -282,7 +280,7 @@ class PgCheckpointer(BaseCheckpointer):
         while True:
             try:
                 pool = await self._pool()
-                async with self._gate().turn(), pool.acquire() as conn:
+                async with self._gate().turn(), self._pools.connection(pool) as conn:
                     return await operation(conn)
             except Exception as exc:
                 if not _is_transient(exc) or attempt >= self._retries:
@@ -338,16 +336,9 @@ class PgCheckpointer(BaseCheckpointer):
         await self._run(_noop)
 
     async def aclose(self) -> None:
-        """Close the pools this checkpointer created; a pool passed in is left open."""
-        loop = asyncio.get_running_loop()
-        with self._guard:
-            pools, self._pools = self._pools, {}
-            self._pool_locks = {}
-        for owner, pool in pools.items():
-            if owner is loop:
-                await pool.close()
-            elif not owner.is_closed():  # belongs to another loop: close it there
-                asyncio.run_coroutine_threadsafe(pool.close(), owner)
+        """Close the pools this checkpointer created; a pool passed in is left open. (An
+        owned pool is also closed when the event loop that made it shuts down.)"""
+        await self._pools.aclose()
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -403,15 +394,6 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = [stored_text(thread_id, f"context.{i}", b) for i, b in enumerate(raw_bodies)]
         state = decode_state(state_type, thread_id, header, bodies)
         return ThreadSnapshot(thread_id, wanted, state)
-
-    async def aclose_loop(self) -> None:
-        """Close the running loop's pool only (one this checkpointer created)."""
-        loop = asyncio.get_running_loop()
-        with self._guard:
-            pool = self._pools.pop(loop, None)
-            self._pool_locks.pop(loop, None)
-        if pool is not None:
-            await pool.close()
 
     async def aload_recent(
         self, thread_id: str, state_type: type[S], keep: int
@@ -523,106 +505,38 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = [encode_message(m) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
-        s = self._s
         mine = None if lease is None else lease.owner  # who may write while the lease is live
         owner = None if release else mine  # who holds the lease after this save
         ttl = 0.0 if lease is None else lease.ttl
+        generation = 1 if rewrite else 0
+        query = save_statement(self._s, new=expected_version is None, rewrite=rewrite)
+        args: tuple[Any, ...]
+        if expected_version is None:
+            args = (thread_id, generation, time.time(), owner, ttl, ids, bodies, header)
+        else:
+            args = (thread_id, expected_version, generation, time.time(), owner, ttl, mine)
+            args += (ids, bodies, header)
+        args += (step, status, node)
 
         async def write(conn: Connection) -> int:
-            transaction = conn.transaction()
-            await transaction.start()
             try:
-                now = time.time()
-                if expected_version is None:
-                    result = await conn.execute(
-                        f"INSERT INTO {s}.tx_threads (thread_id, version, generation, "
-                        "created_at, updated_at, lease_owner, lease_expires, lease_heartbeat) "
-                        f"VALUES ($1, 1, $2, $3, $3, $4::text, CASE WHEN $4::text IS NULL "
-                        f"THEN NULL ELSE {_NOW} + $5 END, {_NOW}) ON CONFLICT DO NOTHING",
-                        thread_id,
-                        1 if rewrite else 0,
-                        now,
-                        owner,
-                        ttl,
-                    )
-                    generation = 1 if rewrite else 0
-                    swapped = result == "INSERT 0 1"
-                else:
-                    generation = await conn.fetchval(
-                        f"UPDATE {s}.tx_threads SET version = version + 1, "
-                        "generation = generation + $3, updated_at = $4, lease_owner = $5::text, "
-                        f"lease_expires = CASE WHEN $5::text IS NULL THEN NULL ELSE {_NOW} + $6 "
-                        f"END, lease_heartbeat = {_NOW} WHERE thread_id = $1 AND version = $2 "
-                        "AND (lease_owner IS NULL OR lease_owner = $7::text "
-                        f"OR lease_expires <= {_NOW}) RETURNING generation",
-                        thread_id,
-                        expected_version,
-                        1 if rewrite else 0,
-                        now,
-                        owner,
-                        ttl,
-                        mine,
-                    )
-                    swapped = generation is not None
-                if not swapped:
-                    found = await conn.fetchrow(
-                        f"SELECT version, lease_owner, lease_expires - {_NOW} AS remaining "
-                        f"FROM {s}.tx_threads WHERE thread_id = $1",
-                        thread_id,
-                    )
-                    holder = None if found is None else found["lease_owner"]
-                    if holder is not None and found["remaining"] > 0 and holder != mine:
-                        raise busy_error(thread_id, holder, found["remaining"])
-                    raise stale_error(
-                        thread_id, expected_version, None if found is None else found["version"]
-                    )
-                if rewrite:
-                    await conn.execute(
-                        f"DELETE FROM {s}.tx_messages WHERE thread_id = $1", thread_id
-                    )
-                    start = 0
-                elif expected_version is None:
-                    start = 0
-                else:
-                    last = await conn.fetchval(
-                        f"SELECT MAX(seq) FROM {s}.tx_messages WHERE thread_id = $1", thread_id
-                    )
-                    start = 0 if last is None else int(last) + 1
-                if bodies:
-                    await conn.execute(
-                        f"INSERT INTO {s}.tx_messages (thread_id, seq, message_id, body) "
-                        "SELECT $1, $2 + n - 1, m, b "
-                        "FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t(m, b, n)",
-                        thread_id,
-                        start,
-                        ids,
-                        bodies,
-                    )
-                await conn.execute(
-                    f"INSERT INTO {s}.tx_checkpoints (thread_id, version, header, message_count, "
-                    "generation, step, status, node, created_at) "
-                    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    thread_id,
-                    version,
-                    header,
-                    start + len(bodies),
-                    int(generation),
-                    step,
-                    status,
-                    node,
-                    now,
-                )
-            except BaseException:
-                if not conn.is_closed():
-                    with contextlib.suppress(Exception):
-                        await transaction.rollback()
-                raise
-            try:
-                await self._commit(transaction)
+                saved = await self._execute_save(conn, query, args)
             except Exception as exc:
-                if _is_transient(exc):
+                if _is_transient(exc):  # it may have landed before the connection broke
                     raise _CommitOutcomeUnknown from exc
                 raise
+            if saved is None:  # the compare-and-swap matched nothing: nothing was written
+                found = await conn.fetchrow(
+                    f"SELECT version, lease_owner, lease_expires - {NOW} AS remaining "
+                    f"FROM {self._s}.tx_threads WHERE thread_id = $1",
+                    thread_id,
+                )
+                holder = None if found is None else found["lease_owner"]
+                if holder is not None and found["remaining"] > 0 and holder != mine:
+                    raise busy_error(thread_id, holder, found["remaining"])
+                raise stale_error(
+                    thread_id, expected_version, None if found is None else found["version"]
+                )
             return version
 
         attempt = 0
@@ -634,10 +548,10 @@ class PgCheckpointer(BaseCheckpointer):
                     lambda conn: self._check_landed(conn, thread_id, version, len(ids))
                 )
                 if (landed_header, landed_ids) == (header, ids):
-                    return version  # our COMMIT went through
+                    return version  # our save went through
                 if current != expected_version:  # another writer got there first
                     raise stale_error(thread_id, expected_version, current) from unknown
-                # the version did not move: our transaction was rolled back; repeat it
+                # the version did not move: our save did not land; repeat it
                 if attempt >= self._retries:
                     raise TransientStorageError(
                         f"Thread {thread_id!r}: the connection broke while committing version "
@@ -651,8 +565,8 @@ class PgCheckpointer(BaseCheckpointer):
     async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
         async def renew(conn: Connection) -> bool:
             status = await conn.execute(
-                f"UPDATE {self._s}.tx_threads SET lease_expires = {_NOW} + $3, "
-                f"lease_heartbeat = {_NOW} WHERE thread_id = $1 AND lease_owner = $2",
+                f"UPDATE {self._s}.tx_threads SET lease_expires = {NOW} + $3, "
+                f"lease_heartbeat = {NOW} WHERE thread_id = $1 AND lease_owner = $2",
                 thread_id,
                 lease.owner,
                 lease.ttl,
@@ -675,7 +589,7 @@ class PgCheckpointer(BaseCheckpointer):
     async def alease_holder(self, thread_id: str) -> LeaseHolder | None:
         async def read(conn: Connection) -> Any:
             return await conn.fetchrow(
-                f"SELECT lease_owner, lease_expires - {_NOW} AS remaining "
+                f"SELECT lease_owner, lease_expires - {NOW} AS remaining "
                 f"FROM {self._s}.tx_threads WHERE thread_id = $1",
                 thread_id,
             )
@@ -685,9 +599,10 @@ class PgCheckpointer(BaseCheckpointer):
             return None
         return LeaseHolder(str(row["lease_owner"]), float(row["remaining"]))
 
-    async def _commit(self, transaction: Any) -> None:
-        """COMMIT (a seam for tests that simulate a connection lost at this moment)."""
-        await transaction.commit()
+    async def _execute_save(self, conn: Connection, query: str, args: Sequence[Any]) -> Any:
+        """Run a save's one statement: the new generation, or None when the compare-and-swap
+        matched nothing (a seam for tests that simulate a connection lost at this moment)."""
+        return await conn.fetchval(query, *args)
 
     async def _check_landed(
         self, conn: Connection, thread_id: str, version: int, new_count: int
@@ -866,6 +781,10 @@ class PgCheckpointer(BaseCheckpointer):
 
 
 async def _noop(conn: Connection) -> None:
+    return None
+
+
+async def _leave_as_is(conn: Connection) -> None:
     return None
 
 

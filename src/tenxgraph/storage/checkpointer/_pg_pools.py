@@ -1,0 +1,154 @@
+"""The pools a `PgCheckpointer` owns: one per event loop, closed with the loop that made it.
+
+An asyncpg connection belongs to the event loop that opened it, so each loop using the
+checkpointer gets its own pool. Once that loop is closed nothing can be awaited on it any
+more, and its connections would stay open on the server until the garbage collector found
+them. So each pool is closed while its loop is shutting down: next to the pool lives a small
+async generator, suspended for the pool's life, whose `finally` closes the pool. A loop
+closes every async generator it started in `loop.shutdown_asyncgens()`, which
+`asyncio.run()`, `asyncio.Runner` and tenxgraph's own loop thread call after cancelling the
+loop's tasks and before closing it. (A loop closed without that call, by hand, leaves its
+pool to the garbage collector, as before.)
+
+A call made on a loop after its pool was closed that way (the clean-up of another async
+generator closed at the same moment) gets a connection of its own, closed right after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
+
+Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
+Connection = Any  # asyncpg.Connection
+
+_CLOSE_SECONDS = 10.0  # a graceful close waits for busy connections this long, then cuts them
+
+
+class LoopPools:
+    """One pool per event loop, made by `create` on first use and closed with its loop (or by
+    `aclose`); `connect` makes the one-off connection of a loop whose pool was closed."""
+
+    def __init__(
+        self,
+        create: Callable[[], Awaitable[Pool]],
+        connect: Callable[[], Awaitable[Connection]],
+    ) -> None:
+        self._create = create
+        self._connect = connect
+        self._pools: dict[asyncio.AbstractEventLoop, Pool] = {}
+        # per loop: the async generator that closes its pool when the loop shuts down
+        self._closers: dict[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = {}
+        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._ended: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._pools)
+
+    async def get(self) -> Pool | None:
+        """This loop's pool, made on first use; None once the loop is shutting down."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            self._forget_closed_loops()
+            pool = self._pools.get(loop)
+            if pool is not None:
+                return pool
+            if loop in self._ended:
+                return None
+            lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            pool = self._pools.get(loop)
+            if pool is None and loop not in self._ended:
+                pool = await self._create()
+                closer = self._close_with_loop(loop, pool)
+                await closer.__anext__()  # started on this loop: its shutdown will close it
+                with self._guard:
+                    self._pools[loop] = pool
+                    self._closers[loop] = closer
+        return pool
+
+    def connection(self, pool: Pool | None) -> Borrowed:
+        """`async with pools.connection(pool) as conn:` a connection of `pool`, or (None: the
+        loop's pool is closed) one of its own, closed after the block."""
+        return Borrowed(pool, self._connect)
+
+    async def aclose(self) -> None:
+        """Close every pool: this loop's here, another loop's on that loop."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            closers, self._closers = self._closers, {}
+            self._pools, self._locks = {}, {}
+        for owner, closer in closers.items():
+            if owner is loop:
+                await closer.aclose()
+            elif not owner.is_closed():
+                asyncio.run_coroutine_threadsafe(closer.aclose(), owner)
+
+    async def _close_with_loop(
+        self, loop: asyncio.AbstractEventLoop, pool: Pool
+    ) -> AsyncGenerator[None, None]:
+        """Suspended while the pool lives; closed by `aclose`, by the loop's
+        `shutdown_asyncgens()`, or (dropped with its checkpointer) by the loop's finaliser
+        of async generators. Its end closes the pool."""
+        try:
+            yield
+        finally:
+            with self._guard:
+                if self._pools.get(loop) is pool:  # not `aclose`: the loop is ending
+                    del self._pools[loop]
+                    self._closers.pop(loop, None)
+                    self._locks.pop(loop, None)
+                    self._ended.add(loop)
+            await _close(pool)
+
+    def _forget_closed_loops(self) -> None:
+        """Loops closed without shutting down their async generators: their pools cannot be
+        closed any more (nothing runs on a closed loop); the garbage collector takes them."""
+        for other in [lp for lp in self._pools if lp.is_closed()]:
+            del self._pools[other]
+            self._closers.pop(other, None)
+            self._locks.pop(other, None)
+
+
+class Borrowed:
+    """A connection for an `async with` block: a plain object, not an async generator, so it
+    also works while the loop shuts down (after `loop.shutdown_asyncgens()`)."""
+
+    __slots__ = ("_acquiring", "_conn", "_connect", "_pool")
+
+    def __init__(self, pool: Pool | None, connect: Callable[[], Awaitable[Connection]]) -> None:
+        self._pool = pool
+        self._connect = connect
+        self._acquiring: Any = None
+        self._conn: Connection = None
+
+    async def __aenter__(self) -> Connection:
+        if self._pool is not None:
+            self._acquiring = self._pool.acquire()
+            return await self._acquiring.__aenter__()
+        self._conn = await self._connect()
+        return self._conn
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._acquiring is not None:
+            await self._acquiring.__aexit__(*exc_info)
+            return
+        try:
+            await self._conn.close()
+        except Exception:  # broken on the way: just drop the socket
+            self._conn.terminate()
+
+
+async def _close(pool: Pool) -> None:
+    """Close gracefully (each connection says goodbye to the server); cut what will not."""
+    try:
+        await asyncio.wait_for(pool.close(), _CLOSE_SECONDS)
+    except Exception:
+        pool.terminate()
+
+
+__all__ = ["Borrowed", "LoopPools"]
