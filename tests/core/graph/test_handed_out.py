@@ -163,3 +163,33 @@ async def test_update_state_keeps_the_thread_in_memory() -> None:
     stored = await app.aget_state(config)
     assert stored is not None
     assert texts(stored.context) == ["a", "echo a", "noted", "b", "echo b"]
+
+
+async def test_the_kept_threads_are_bounded_by_counted_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenxgraph.core.graph import threads as kept
+
+    # room for about two threads of two messages each
+    monkeypatch.setattr(kept, "LIVE_BYTES", 2 * (kept.STATE_BYTES + 2 * kept.MESSAGE_BYTES) + 1)
+    store = CountingLoads()
+    app = linear(echo, checkpointer=store)
+    for name in ("a", "b", "c"):
+        await app.ainvoke(inp(name), {"thread_id": name})
+    assert list(app._threads.live) == ["b", "c"]
+    assert app._threads.live_bytes <= kept.LIVE_BYTES
+    await app.ainvoke(inp("again"), {"thread_id": "a"})  # read from the store again
+    assert store.loads == 1
+    assert list(app._threads.live) == ["a"]  # now four messages: "c" no longer fits beside it
+
+
+async def test_a_thread_bigger_than_the_bound_is_still_kept_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenxgraph.core.graph import threads as kept
+
+    monkeypatch.setattr(kept, "LIVE_BYTES", 1)
+    app = linear(echo, checkpointer=CountingLoads())
+    await app.ainvoke(inp("a"), {"thread_id": "a"})
+    await app.ainvoke(inp("b"), {"thread_id": "b"})
+    assert list(app._threads.live) == ["b"]

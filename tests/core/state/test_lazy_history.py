@@ -276,3 +276,15 @@ def test_a_lazy_history_behaves_exactly_like_a_list(
         assert got == want, op
         assert len(history) == len(plain)
     assert list(history) == plain
+
+
+def test_it_counts_the_messages_it_holds_in_memory() -> None:
+    history, _, _ = lazy(1000, 10)
+    assert history.in_memory() == 10
+    _ = history[0]
+    assert history.in_memory() == 10 + PAGE
+    history.append(Message.text_message("new"))
+    assert history.in_memory() == 11 + PAGE
+    assert history.copy().in_memory() == 11 + PAGE
+    _ = list(history)
+    assert history.in_memory() == 1001

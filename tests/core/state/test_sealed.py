@@ -141,3 +141,15 @@ def test_a_history_from_add_messages_seals_only_what_is_new() -> None:
     plain = [Message.text_message("plain")]
     seal_history(plain)
     assert is_sealed(plain[0])
+
+
+def test_sealed_messages_share_their_fields_set_and_copies_get_their_own() -> None:
+    one, two = Message.text_message("a"), Message.text_message("b")
+    names = set(one.__pydantic_fields_set__)
+    seal(one)
+    seal(two)
+    assert one.__pydantic_fields_set__ is two.__pydantic_fields_set__
+    assert set(one.__pydantic_fields_set__) == names
+    changed = one.model_copy(update={"reasoning": "r"})
+    assert "reasoning" in changed.__pydantic_fields_set__
+    assert "reasoning" not in two.__pydantic_fields_set__

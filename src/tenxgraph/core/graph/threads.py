@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.program import Program
-from tenxgraph.core.state import AgentState
+from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
+LIVE_BYTES = 256 * 2**20  # per app: and at most about this much memory for their messages
+MESSAGE_BYTES = 1536  # what a kept message is counted as (a sealed 300-character one: ~1.3 KB)
+STATE_BYTES = 4096  # and a kept state besides its messages
 
 
 if TYPE_CHECKING:
@@ -43,7 +46,9 @@ class Threads:
         self.initial = initial  # every new thread starts from a copy of this
         # per (event loop, thread): the runs waiting for their turn on that thread
         self.turns: dict[tuple[int, str], deque[asyncio.Future[None]]] = {}
-        self.live: OrderedDict[str, tuple[int, AgentState]] = OrderedDict()
+        # thread -> (version, its state after its last run, the memory counted for it)
+        self.live: OrderedDict[str, tuple[int, AgentState, int]] = OrderedDict()
+        self.live_bytes = 0
         self.active: dict[str, Holder] = {}
 
     async def take_turn(
@@ -109,6 +114,8 @@ class Threads:
                 raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
             return self.new_state(), None, False
         kept = self.live.pop(thread_id, None)
+        if kept is not None:
+            self.live_bytes -= kept[2]
         head = await checkpointer.aversion(thread_id)
         state_type = self.program.state_type
         if version is not None:
@@ -141,13 +148,26 @@ class Threads:
         return kept[1] if await checkpointer.aversion(thread_id) == kept[0] else None
 
     def remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
-        """Keep a run's final state for the thread's next run (the least recently run
-        threads beyond `LIVE_THREADS` are dropped; they are loaded again when needed)."""
+        """Keep a run's final state for the thread's next run. The least recently run threads
+        beyond `LIVE_THREADS`, or beyond `LIVE_BYTES` of counted memory, are dropped (they
+        are read from the store again when needed, the recent messages only)."""
         if self.program.checkpointer is None or version is None:
             return
-        self.live[thread_id] = (version, state)
-        if len(self.live) > LIVE_THREADS:
-            self.live.popitem(last=False)
+        live = self.live
+        old = live.pop(thread_id, None)
+        if old is not None:
+            self.live_bytes -= old[2]
+        size = STATE_BYTES + MESSAGE_BYTES * in_memory(state.context)
+        live[thread_id] = (version, state, size)
+        self.live_bytes += size
+        while len(live) > 1 and (len(live) > LIVE_THREADS or self.live_bytes > LIVE_BYTES):
+            self.live_bytes -= live.popitem(last=False)[1][2]
 
 
-__all__ = ["LIVE_THREADS", "Threads"]
+def in_memory(history: list[Message]) -> int:
+    """How many messages of `history` are in memory (a lazy history's stored part is not)."""
+    counted = getattr(history, "in_memory", None)
+    return len(history) if counted is None else int(counted())
+
+
+__all__ = ["LIVE_BYTES", "LIVE_THREADS", "Threads"]

@@ -58,11 +58,12 @@ _extend: Callable[[list[Any], Iterable[Any]], None] = list.extend
 class LazyHistory(MessageHistory):
     """A message history backed by a store for its first `stored` positions."""
 
-    __slots__ = ("_loaded", "_pager", "_stored")
+    __slots__ = ("_filled", "_loaded", "_pager", "_stored")
 
     _pager: Pager | None
     _stored: int
     _loaded: bytearray  # per page of the stored part: 1 once every message of it is in memory
+    _filled: int  # positions of the stored part in memory
 
     @classmethod
     def of(cls, pager: Pager, stored: int, recent: list[Message]) -> LazyHistory:
@@ -72,6 +73,7 @@ class LazyHistory(MessageHistory):
         _extend(history, recent)
         history._pager = pager
         history._stored = stored
+        history._filled = min(len(recent), stored)
         pages = -(-stored // PAGE)
         history._loaded = bytearray(pages)
         for page in range(pages):
@@ -108,6 +110,7 @@ class LazyHistory(MessageHistory):
             for offset, message in enumerate(messages):
                 if _get(self, low + offset) is UNLOADED:
                     _set(self, low + offset, message)
+                    self._filled += 1
                     if ids is not None:
                         ids.add(message.message_id)
             loaded[page : end + 1] = b"\x01" * (end + 1 - page)
@@ -134,7 +137,7 @@ class LazyHistory(MessageHistory):
         that moves positions)."""
         self._fetch_all()
         self._pager = None
-        self._stored = 0
+        self._stored = self._filled = 0
         self._loaded = bytearray()
 
     def _position(self, index: SupportsIndex) -> int:
@@ -213,6 +216,10 @@ class LazyHistory(MessageHistory):
         self._fetch_all()
         return list.__repr__(self)
 
+    def in_memory(self) -> int:
+        """How many of its messages are in memory (the others are still in the store)."""
+        return len(self) - self._stored + self._filled
+
     def materialized(self) -> list[Message]:
         """Every message, in a plain list (for serialisers that read a list's memory)."""
         self._fetch_all()
@@ -226,6 +233,7 @@ class LazyHistory(MessageHistory):
         _extend(twin, _get(self, slice(None)))
         twin._pager = self._pager
         twin._stored = self._stored
+        twin._filled = self._filled
         twin._loaded = bytearray(self._loaded)
         index = self._index
         twin._index = index if index is not None and index.size == len(self) else None
@@ -319,6 +327,7 @@ class LazyHistory(MessageHistory):
 
     def clear(self) -> None:
         self._pager, self._stored, self._loaded, self._index = None, 0, bytearray(), None
+        self._filled = 0
         list.clear(self)
 
     insert = _changing("insert")

@@ -67,8 +67,36 @@ class FrozenDict(dict[Any, Any]):
         return (dict, (dict(self),))
 
 
-def _refuse_attribute(self: BaseModel, *args: Any) -> NoReturn:
-    _refuse(self)
+class _SharedFieldsSet(set[str]):
+    """The `__pydantic_fields_set__` of sealed models, one object per distinct set of names:
+    a sealed model never sets a field, so it needs no set of its own (a copy gets one)."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> set[str]:
+        return set(self)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        return (set, (list(self),))
+
+
+_FIELDS_SETS: dict[frozenset[str], _SharedFieldsSet] = {}
+_EMPTY_LIST = FrozenList()
+_EMPTY_DICT = FrozenDict()
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+
+
+def _shared_fields_set(names: set[str]) -> set[str]:
+    key = frozenset(names)
+    found = _FIELDS_SETS.get(key)
+    if found is None:
+        if len(_FIELDS_SETS) >= 4096:  # models of very many shapes: stop sharing
+            return names
+        found = _FIELDS_SETS[key] = _SharedFieldsSet(names)
+    return found
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -93,6 +121,7 @@ def _seal_model(model: BaseModel) -> BaseModel:
     _set_dict(
         model, FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()})
     )
+    _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
     return model
 
 
@@ -101,8 +130,12 @@ def _sealed(value: Any) -> Any:
     if cls in _SCALARS or cls is FrozenList or cls is FrozenDict:
         return value
     if cls is list:
+        if not value:
+            return _EMPTY_LIST  # immutable: one for all
         return FrozenList([v if type(v) in _SCALARS else _sealed(v) for v in value])
     if cls is dict:
+        if not value:
+            return _EMPTY_DICT
         return FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
     if isinstance(value, BaseModel) and value.__pydantic_extra__ is None:
         return _seal_model(value)
