@@ -32,11 +32,20 @@ async def seed(store: BaseCheckpointer, n: int = LONG) -> None:
 
 
 class Reads:
-    """Counts the stored-log reads a store is asked for (blocking ones included)."""
+    """Counts the stored-log reads and id look-ups a store is asked for (blocking ones
+    included)."""
 
     def __init__(self, store: BaseCheckpointer) -> None:
         self.calls: list[tuple[int, int]] = []
+        self.lookups: list[list[str | int]] = []
         original = store.aread_log
+        find = store.afind_ids
+
+        async def found(thread_id: str, generation: int, ids: list[str | int], below: int) -> Any:
+            self.lookups.append(list(ids))
+            return await find(thread_id, generation, ids, below)
+
+        store.afind_ids = found  # type: ignore[method-assign]
 
         async def counted(
             thread_id: str, state_type: Any, generation: int, start: int, stop: int
@@ -64,9 +73,13 @@ async def test_a_cold_turn_reads_only_the_recent_messages(sql_backend: Backend) 
     store = sql_backend.open()
     reads = Reads(store)
     app = app_on(store, reply)
-    result = await app.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    new = Message.text_message("new")
+    result = await app.ainvoke({"messages": [new]}, {"thread_id": "t"})
     assert result["messages"][-1].text() == "reply to new"
     assert reads.calls == []
+    # the input was made before the thread was read, so it may be stored already (a turn
+    # sent again); the reply was made after, so it cannot be: only the input is looked up
+    assert reads.lookups == [[new.message_id]]
     stored = await sql_backend.open().aload("t", AgentState)
     assert stored is not None
     assert [m.text() for m in stored.state.context] == [

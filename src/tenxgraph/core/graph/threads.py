@@ -116,8 +116,10 @@ class Threads:
         kept = self.live.pop(thread_id, None)
         if kept is not None:
             self.live_bytes -= kept[2]
-        head = await checkpointer.aversion(thread_id)
         state_type = self.program.state_type
+        if kept is None and version is None:  # nothing to compare: read it at once
+            return await self._load(thread_id)
+        head = await checkpointer.aversion(thread_id)
         if version is not None:
             if head is None:
                 raise ResourceNotFoundError(
@@ -132,7 +134,14 @@ class Threads:
             return kept[1], head, False
         if head is None:
             return self.new_state(), None, False
-        # only the recent messages: older ones are read from the store if a node reads them
+        return await self._load(thread_id)
+
+    async def _load(self, thread_id: str) -> tuple[AgentState, int | None, bool]:
+        """The stored thread with its recent messages only (older ones are read from the
+        store if a node reads them), or a new state."""
+        checkpointer = self.program.checkpointer
+        assert checkpointer is not None
+        state_type = self.program.state_type
         snapshot = await checkpointer.aload_recent(thread_id, state_type, RECENT_MESSAGES)
         if snapshot is None:
             return self.new_state(), None, False

@@ -58,9 +58,35 @@ class _IdSource:
     def __call__(self) -> str:
         return f"{self.prefix}{next(self.counter):08x}"
 
+    def mark(self) -> tuple[str, int]:
+        """A point in this source's sequence: every id made after it is `made_after` it."""
+        return self.prefix, next(self.counter)
+
+    def made_after(self, message_id: object, mark: tuple[str, int]) -> bool:
+        """Whether `message_id` was made by this source after `mark` (in this process)."""
+        prefix, number = mark
+        return (
+            type(message_id) is str
+            and len(message_id) >= 32
+            and message_id.startswith(prefix)
+            and prefix == self.prefix
+            and int(message_id[24:], 16) > number
+        )
+
 
 _new_id = _IdSource()
 os.register_at_fork(after_in_child=_new_id.reseed)
+
+
+def id_mark() -> tuple[str, int]:
+    """Now, in the sequence of generated message ids (see `made_after`)."""
+    return _new_id.mark()
+
+
+def made_after(message_id: object, mark: tuple[str, int]) -> bool:
+    """Whether `message_id` was generated in this process after `id_mark()` gave `mark`: such
+    an id cannot be in anything stored before that moment."""
+    return _new_id.made_after(message_id, mark)
 
 
 def generate_id(default_id: str | int | None = None) -> str | int:

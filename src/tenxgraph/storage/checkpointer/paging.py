@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
+from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
 from tenxgraph.utils.sync_bridge import read_blocking
 
@@ -29,7 +30,16 @@ _IDS_KEPT = 10_000  # ids remembered as (not) in a thread's log, at most
 class LogPager:
     """Reads one thread's stored log, as it was at `generation`, up to `stored` messages."""
 
-    __slots__ = ("absent", "generation", "present", "state_type", "store", "stored", "thread_id")
+    __slots__ = (
+        "absent",
+        "born",
+        "generation",
+        "present",
+        "state_type",
+        "store",
+        "stored",
+        "thread_id",
+    )
 
     def __init__(
         self,
@@ -46,6 +56,8 @@ class LogPager:
         self.stored = stored
         self.absent: set[str | int] = set()  # ids looked up and not in the log
         self.present: set[str | int] = set()  # ids looked up and found
+        # ids generated after this point are not in the log, which was read before it
+        self.born = id_mark()
 
     def read(self, start: int, stop: int) -> list[Message]:
         return read_blocking(
@@ -73,8 +85,8 @@ class LogPager:
             self._learn(wanted, found)
 
     def _unknown(self, ids: Collection[str | int]) -> list[str | int]:
-        absent, present = self.absent, self.present
-        return [i for i in ids if i not in absent and i not in present]
+        absent, present, born = self.absent, self.present, self.born
+        return [i for i in ids if i not in absent and i not in present and not made_after(i, born)]
 
     def _learn(self, wanted: list[str | int], found: set[str]) -> None:
         # the log below `stored` never changes: what is (not) in it now, always will (not) be

@@ -398,43 +398,31 @@ class PgCheckpointer(BaseCheckpointer):
     async def aload_recent(
         self, thread_id: str, state_type: type[S], keep: int
     ) -> ThreadSnapshot[S] | None:
-        async def read(conn: Connection) -> tuple[Any, list[Any]] | None:
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
-                found = await conn.fetchrow(
-                    "SELECT t.version, t.generation, c.header, c.message_count, "
-                    f"c.generation AS saved_generation FROM {self._s}.tx_threads t "
-                    f"JOIN {self._s}.tx_checkpoints c "
-                    "ON c.thread_id = t.thread_id AND c.version = t.version "
-                    "WHERE t.thread_id = $1",
-                    thread_id,
-                )
-                if found is None:
-                    return None
-                count = int(found["message_count"])
-                rows = await conn.fetch(
-                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
-                    "AND seq >= $2 AND seq < $3 ORDER BY seq",
-                    thread_id,
-                    max(count - max(keep, 0), 0),
-                    count,
-                )
-                return found, [row["body"] for row in rows]
-
-        got = await self._run(read)
-        if got is None:
+        # one statement (one snapshot, one round trip): the head, its header, its last rows
+        found = await self._run(
+            lambda conn: conn.fetchrow(
+                "SELECT t.version, t.generation, c.header, c.message_count, "
+                "c.generation AS saved_generation, ARRAY("
+                f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
+                "AND m.seq >= c.message_count - $2 AND m.seq < c.message_count ORDER BY m.seq"
+                f") AS bodies FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
+                "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1",
+                thread_id,
+                max(keep, 0),
+            )
+        )
+        if found is None:
             return None
-        found, raw_bodies = got
         version, generation = int(found["version"]), int(found["generation"])
         if found["saved_generation"] != generation:
             raise rewritten_version_error(thread_id, version)
         count = int(found["message_count"])
         start = max(count - max(keep, 0), 0)
-        if len(raw_bodies) != count - start:
-            raise missing_messages_error(thread_id, count, start + len(raw_bodies))
+        raw = found["bodies"]
+        if len(raw) != count - start:
+            raise missing_messages_error(thread_id, count, start + len(raw))
         header = stored_text(thread_id, "header", found["header"])
-        bodies = [
-            stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw_bodies)
-        ]
+        bodies = [stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw)]
         state = decode_state(state_type, thread_id, header, bodies, start)
         return ThreadSnapshot(
             thread_id, version, lazy_state(self, state, thread_id, generation, count)
@@ -443,23 +431,20 @@ class PgCheckpointer(BaseCheckpointer):
     async def aread_log(
         self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
     ) -> list[Message]:
-        async def read(conn: Connection) -> list[Any]:
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
-                now = await conn.fetchval(
-                    f"SELECT generation FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
-                )
-                if now is None or int(now) != generation:
-                    raise changed_history_error(thread_id)
-                rows = await conn.fetch(
-                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
-                    "AND seq >= $2 AND seq < $3 ORDER BY seq",
-                    thread_id,
-                    start,
-                    stop,
-                )
-                return [row["body"] for row in rows]
-
-        raw = await self._run(read)
+        found = await self._run(
+            lambda conn: conn.fetchrow(
+                "SELECT t.generation, ARRAY("
+                f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
+                "AND m.seq >= $2 AND m.seq < $3 ORDER BY m.seq"
+                f") AS bodies FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
+                thread_id,
+                start,
+                stop,
+            )
+        )
+        if found is None or int(found["generation"]) != generation:
+            raise changed_history_error(thread_id)
+        raw = found["bodies"]
         if len(raw) != stop - start:
             raise missing_messages_error(thread_id, stop, start + len(raw))
         bodies = [stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw)]
@@ -468,26 +453,20 @@ class PgCheckpointer(BaseCheckpointer):
     async def afind_ids(
         self, thread_id: str, generation: int, ids: list[str | int], below: int
     ) -> set[str]:
-        wanted = sorted({str(i) for i in ids})
-
-        async def read(conn: Connection) -> list[Any]:
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
-                now = await conn.fetchval(
-                    f"SELECT generation FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
-                )
-                if now is None or int(now) != generation:
-                    raise changed_history_error(thread_id)
-                return list(
-                    await conn.fetch(
-                        f"SELECT message_id FROM {self._s}.tx_messages WHERE thread_id = $1 "
-                        "AND message_id = ANY($2::text[]) AND seq < $3",
-                        thread_id,
-                        wanted,
-                        below,
-                    )
-                )
-
-        return {str(row["message_id"]) for row in await self._run(read)}
+        found = await self._run(
+            lambda conn: conn.fetchrow(
+                "SELECT t.generation, ARRAY("
+                f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = "
+                "t.thread_id AND m.message_id = ANY($2::text[]) AND m.seq < $3"
+                f") AS found FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
+                thread_id,
+                sorted({str(i) for i in ids}),
+                below,
+            )
+        )
+        if found is None or int(found["generation"]) != generation:
+            raise changed_history_error(thread_id)
+        return {str(i) for i in found["found"]}
 
     async def asave(
         self,
