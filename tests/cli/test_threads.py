@@ -163,13 +163,16 @@ def _count_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import asyncpg
 
     seen: list[str] = []
-    execute = aiosqlite.Connection.execute
+    for method in ("execute", "execute_fetchall"):
+        execute = getattr(aiosqlite.Connection, method)
 
-    def sqlite_execute(self: object, sql: str, parameters: object = None) -> object:
-        seen.append(sql)
-        return execute(self, sql, parameters)  # type: ignore[arg-type]
+        def sqlite_execute(
+            self: object, sql: str, parameters: object = None, _original: object = execute
+        ) -> object:
+            seen.append(sql)
+            return _original(self, sql, parameters)  # type: ignore[operator]
 
-    monkeypatch.setattr(aiosqlite.Connection, "execute", sqlite_execute)
+        monkeypatch.setattr(aiosqlite.Connection, method, sqlite_execute)
     for name in ("fetch", "fetchrow", "fetchval", "execute"):
         original = getattr(asyncpg.Connection, name)
 

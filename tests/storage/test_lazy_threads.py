@@ -220,3 +220,27 @@ async def test_update_state_on_a_cold_thread_appends_without_loading(sql_backend
     stored = await sql_backend.open().aload("t", AgentState)
     assert stored is not None
     assert [m.text() for m in stored.state.context][-2:] == [f"m{LONG - 1}", "noted"]
+
+
+async def test_a_context_manager_keeps_old_system_messages_reading_only_those(
+    sql_backend: Backend,
+) -> None:
+    from tenxgraph.core.state.context_manager import MessageContextManager
+
+    log = [text(i) for i in range(LONG)]
+    log[PAGE + 10] = Message.text_message("be brief", "system", message_id="sys")
+    # a user message whose metadata mentions the role: found by the index, then left out
+    log[PAGE + 12] = Message.text_message("hi", "user", message_id="meta")
+    log[PAGE + 12].metadata["x"] = {"role": "system"}
+    await sql_backend.store.asave("t", expected_version=None, state=AgentState(), new_messages=log)
+    store = sql_backend.open()
+    reads = Reads(store)
+    state = await app_on(store, reply).aget_state({"thread_id": "t"})
+    assert state is not None
+    manager = MessageContextManager(max_messages=2)
+    kept = manager.trim_messages(state.context)
+    expected = [m.message_id for m in manager.trim_messages(log)]
+    assert [m.message_id for m in kept] == expected
+    assert expected[:2] == ["id-0", "sys"]
+    assert "meta" not in expected
+    assert reads.calls == [(0, PAGE)]  # the first message's page; nothing in between

@@ -294,13 +294,19 @@ def record_statements(
     if backend.name == "sqlite":
         import aiosqlite
 
-        execute = aiosqlite.Connection.execute
+        for name in ("execute", "execute_fetchall"):
+            original_sqlite = getattr(aiosqlite.Connection, name)
 
-        def recording_execute(self: object, sql: str, parameters: object = None) -> object:
-            seen.append((sql, tuple(parameters or ())))  # type: ignore[arg-type]
-            return execute(self, sql, parameters)  # type: ignore[arg-type]
+            def recording_execute(
+                self: object,
+                sql: str,
+                parameters: object = None,
+                _original: object = original_sqlite,
+            ) -> object:
+                seen.append((sql, tuple(parameters or ())))  # type: ignore[arg-type]
+                return _original(self, sql, parameters)  # type: ignore[operator]
 
-        monkeypatch.setattr(aiosqlite.Connection, "execute", recording_execute)
+            monkeypatch.setattr(aiosqlite.Connection, name, recording_execute)
         return seen
     import asyncpg
 

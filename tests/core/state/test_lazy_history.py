@@ -34,15 +34,18 @@ class ListPager:
         held = {m.message_id for m in self.log}
         return {i for i in ids if i in held}
 
+    def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        self.reads.append((start, start))  # an index look-up: no message read in between
+        return [(i, m) for i, m in enumerate(self.log[start:stop], start) if m.role == "system"]
+
     @property
     def fetched(self) -> int:
         return sum(stop - start for start, stop in self.reads)
 
 
 def log_of(n: int) -> list[Message]:
-    messages = [
-        Message.text_message(f"m{i}", "user" if i % 2 == 0 else "assistant") for i in range(n)
-    ]
+    roles = ("user", "assistant", "user", "assistant", "system")
+    messages = [Message.text_message(f"m{i}", roles[i % 5]) for i in range(n)]
     for message in messages:
         seal(message)
     return messages
@@ -83,6 +86,14 @@ def test_reading_backwards_fetches_page_by_page() -> None:
             break
     assert seen == log[::-1][:100]
     assert pager.fetched <= 100 + 2 * PAGE
+
+
+def test_system_messages_of_an_old_range_are_found_without_reading_it() -> None:
+    history, pager, log = lazy(1000, 10)
+    found = history.with_role_system(1, 900)
+    assert found == [m for m in log[1:900] if m.role == "system"]
+    assert pager.fetched == 0
+    assert history.with_role_system(1, 900)[0] is found[0]  # kept: the same objects
 
 
 def test_iterating_fetches_everything_in_one_read() -> None:
@@ -194,6 +205,7 @@ OPS = st.one_of(
     st.tuples(st.just("len")),
     st.tuples(st.just("eq")),
     st.tuples(st.just("bool")),
+    st.tuples(st.just("system"), st.integers(-320, 320), st.integers(-320, 320)),
 )
 
 
@@ -254,6 +266,11 @@ def apply(
             return (target == list(target), list(target) == target, target != [])
         elif kind == "bool":
             return bool(target)
+        elif kind == "system":
+            select = getattr(target, "with_role_system", None)
+            if select is not None:
+                return select(op[1], op[2])
+            return [m for m in target[op[1] : op[2]] if m.role == "system"]
     except (IndexError, ValueError) as exc:
         return type(exc)
     return None

@@ -62,7 +62,13 @@ class MessageContextManager(BaseContextManager[S]):
             if messages[0].role == "assistant" and messages[0].has_tool_calls():
                 while first < cut and messages[first].role == "tool":
                     first += 1
-            system = [m for m in messages[first:cut] if m.role == "system"]
+            # the system messages of the part cut away are kept (a lazy history finds them
+            # without reading that part)
+            select = getattr(messages, "with_role_system", None)
+            if select is not None:
+                system = select(first, cut)
+            else:
+                system = [m for m in messages[first:cut] if m.role == "system"]
             messages = [*messages[:first], *system, *messages[cut:]]
         if self.remove_tool_msgs:
             messages = remove_tool_messages(messages)

@@ -33,6 +33,10 @@ class Pager(Protocol):
     def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
         """Which of `ids` the log holds; blocking."""
 
+    def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        """(position, message) of the log's system messages from `start` to `stop`;
+        blocking."""
+
 
 class _Unloaded:
     """Stands in a lazy history's list for a message still in the store. Never handed out."""
@@ -266,6 +270,25 @@ class LazyHistory(MessageHistory):
         return self.materialized() * n
 
     __rmul__ = __mul__
+
+    def with_role_system(self, start: int, stop: int) -> list[Message]:
+        """The system messages among positions `start` to `stop`, in order, the ones still in
+        the store found by the store's index (the others are not read)."""
+        start, stop, _ = slice(start, stop).indices(len(self))
+        pager = self._pager
+        slots = _get(self, slice(start, stop))
+        if pager is None or not any(slot is UNLOADED for slot in slots):
+            return [m for m in slots if m.role == "system"]
+        found: dict[int, Message] = {}
+        for position, message in pager.system_messages(start, stop):
+            if _get(self, position) is UNLOADED:
+                _set(self, position, message)
+                self._filled += 1
+            found[position] = _get(self, position)
+        for offset, slot in enumerate(slots):
+            if slot is not UNLOADED and slot.role == "system":
+                found[start + offset] = slot
+        return [found[position] for position in sorted(found)]
 
     def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
         """Which of `ids` this history holds, asking the store about the part not in

@@ -144,6 +144,7 @@ _THREAD_METHODS = frozenset(
         "aload_recent",
         "aread_log",
         "afind_ids",
+        "asystem_messages",
         "asave",
         "ahistory",
         "adelete_thread",
@@ -303,6 +304,13 @@ class BaseCheckpointer(ABC):
     ) -> list[Message]:
         """Messages `start` to `stop` of the thread's log as it was at `generation` (sealed);
         `StorageError` if the log was rewritten or deleted since. For lazy histories."""
+        raise NotImplementedError(f"{type(self).__name__} does not page histories")
+
+    async def asystem_messages(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[tuple[int, Message]]:
+        """The system messages among positions `start` to `stop` of the thread's log, with
+        their positions (sealed), found without reading the others."""
         raise NotImplementedError(f"{type(self).__name__} does not page histories")
 
     async def afind_ids(

@@ -8,13 +8,15 @@ code, on the process's read loop, through the store's own `aread_log` and `afind
 from __future__ import annotations
 
 import weakref
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
+from tenxgraph.storage.checkpointer._codec import decode_messages
+from tenxgraph.storage.checkpointer._sql import stored_text
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 
 #: messages a thread is loaded with (the recent ones); older ones are fetched when read
 RECENT_MESSAGES = 64
+# how a stored system message's JSON names its role (the encoder writes compact JSON); the
+# stores index the rows that contain it, and check each row found by decoding it
+SYSTEM_MARK = '"role":"system"'
 _IDS_KEPT = 10_000  # ids remembered as (not) in a thread's log, at most
 
 
@@ -75,6 +80,14 @@ class LogPager:
             self._learn(wanted, found)
         present = self.present
         return {i for i in ids if i in present}
+
+    def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        return read_blocking(
+            _Release.of(self.store),
+            self.store.asystem_messages(
+                self.thread_id, self.state_type, self.generation, start, min(stop, self.stored)
+            ),
+        )
 
     async def alook_up(self, ids: Collection[str | int]) -> None:
         """Find out, from async code, which of `ids` the log holds, so that a later merge of
@@ -128,6 +141,22 @@ async def alook_up_ids(history: list[Message], messages: Iterable[Message]) -> N
         await pager.alook_up([m.message_id for m in messages])
 
 
+def system_rows(
+    state_type: type[AgentState], thread_id: str, rows: Sequence[Sequence[Any]]
+) -> list[tuple[int, Message]]:
+    """(position, message) of the rows (seq, body) holding a system message, sealed; a row
+    that only mentions the role elsewhere (in a metadata key, say) is left out."""
+    found = []
+    for row in rows:
+        seq = int(row[0])
+        body = stored_text(thread_id, f"context.{seq}", row[1])
+        message = decode_messages(state_type, thread_id, [body], seq)[0]
+        if message.role == "system":
+            seal(message)
+            found.append((seq, message))
+    return found
+
+
 def sealed(messages: list[Message]) -> list[Message]:
     """`messages`, each sealed: what a store gives a lazy history is the thread's."""
     for message in messages:
@@ -146,4 +175,12 @@ def lazy_state(
     return state
 
 
-__all__ = ["RECENT_MESSAGES", "LogPager", "alook_up_ids", "lazy_state", "sealed"]
+__all__ = [
+    "RECENT_MESSAGES",
+    "SYSTEM_MARK",
+    "LogPager",
+    "alook_up_ids",
+    "lazy_state",
+    "sealed",
+    "system_rows",
+]

@@ -63,7 +63,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import lazy_state, sealed
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
 
 T = TypeVar("T")
 
@@ -121,10 +121,12 @@ def _leases_v2(s: str) -> tuple[str, ...]:
 
 
 def _message_ids_v3(s: str) -> tuple[str, ...]:
-    """Messages found by id without reading the thread's history (a lazy history's merge, a
-    turn sent again)."""
+    """Messages found by id, and system messages, without reading the thread's history (a lazy
+    history's merge, a turn sent again, a context manager keeping system messages)."""
     return (
         f"CREATE INDEX IF NOT EXISTS tx_messages_ids ON {s}.tx_messages (thread_id, message_id)",
+        f"CREATE INDEX IF NOT EXISTS tx_messages_system ON {s}.tx_messages (thread_id, seq) "
+        f"WHERE strpos(body, '{SYSTEM_MARK}') > 0",
     )
 
 
@@ -467,6 +469,25 @@ class PgCheckpointer(BaseCheckpointer):
         if found is None or int(found["generation"]) != generation:
             raise changed_history_error(thread_id)
         return {str(i) for i in found["found"]}
+
+    async def asystem_messages(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[tuple[int, Message]]:
+        found = await self._run(
+            lambda conn: conn.fetchrow(
+                "SELECT t.generation, ARRAY("
+                f"SELECT ROW(m.seq, m.body) FROM {self._s}.tx_messages m "
+                "WHERE m.thread_id = t.thread_id AND m.seq >= $2 AND m.seq < $3 "
+                f"AND strpos(m.body, '{SYSTEM_MARK}') > 0 ORDER BY m.seq"
+                f") AS found FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
+                thread_id,
+                start,
+                stop,
+            )
+        )
+        if found is None or int(found["generation"]) != generation:
+            raise changed_history_error(thread_id)
+        return system_rows(state_type, thread_id, [tuple(row) for row in found["found"]])
 
     async def asave(
         self,

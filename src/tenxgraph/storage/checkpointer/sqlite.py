@@ -61,7 +61,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import lazy_state, sealed
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
 
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
@@ -109,10 +109,13 @@ _LEASES_V2 = (
     "ALTER TABLE tx_threads ADD COLUMN lease_heartbeat REAL",
 )
 
-# version 3: messages found by id without reading the thread's history (a lazy history's
-# merge, a turn sent again)
+# version 3: messages found by id, and system messages, without reading the thread's history
+# (a lazy history's merge, a turn sent again, a context manager keeping system messages)
 _MESSAGE_IDS_V3 = (
     "CREATE INDEX IF NOT EXISTS tx_messages_ids ON tx_messages (thread_id, message_id)",
+    # system messages (few) found without reading the others: a context manager keeps them
+    f"CREATE INDEX IF NOT EXISTS tx_messages_system ON tx_messages (thread_id, seq) "
+    f"WHERE instr(body, '{SYSTEM_MARK}') > 0",
 )
 
 #: version -> statements taking a database from version-1 to version. Add new versions here
@@ -286,14 +289,14 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def _fetchone(
         self, conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
     ) -> sqlite3.Row | None:
-        async with conn.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        # one trip to the connection's thread (a cursor's execute, fetch and close are three)
+        rows = list(await conn.execute_fetchall(sql, params))
+        return rows[0] if rows else None
 
     async def _fetchall(
         self, conn: aiosqlite.Connection, sql: str, params: Sequence[Any] = ()
     ) -> list[sqlite3.Row]:
-        async with conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await conn.execute_fetchall(sql, params))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -374,32 +377,38 @@ class SqliteCheckpointer(BaseCheckpointer):
     ) -> ThreadSnapshot[S] | None:
         if self._memory:  # a shared in-memory database cannot be read beside a writer
             return await self.aload(thread_id, state_type)
-        async with self._transaction(write=False) as conn:
-            found = await self._fetchone(
-                conn,
-                "SELECT t.version, t.generation, c.header, c.message_count, c.generation "
-                "FROM tx_threads t JOIN tx_checkpoints c "
-                "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = ?",
-                (thread_id,),
-            )
-            if found is None:
-                return None
-            version, generation, raw_header, count = (
-                int(found[0]), int(found[1]), found[2], int(found[3])
-            )  # fmt: skip
-            if found[4] != generation:
-                raise rewritten_version_error(thread_id, version)
-            start = max(count - max(keep, 0), 0)
+        keep = max(keep, 0)
+        # one statement, so one snapshot and one trip to the connection's thread: the head's
+        # header (on the first row only) and its last `keep` messages
+        async with self._connected() as conn:
             rows = await self._fetchall(
                 conn,
-                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
-                "ORDER BY seq",
-                (thread_id, start, count),
+                "SELECT t.version, t.generation, c.generation, c.message_count, m.seq, "
+                "CASE WHEN m.seq IS NULL OR m.seq = max(c.message_count - ?, 0) "
+                "THEN c.header END, m.body "
+                "FROM tx_threads t JOIN tx_checkpoints c "
+                "ON c.thread_id = t.thread_id AND c.version = t.version "
+                "LEFT JOIN tx_messages m ON m.thread_id = t.thread_id "
+                "AND m.seq >= c.message_count - ? AND m.seq < c.message_count "
+                "WHERE t.thread_id = ? ORDER BY m.seq",
+                (keep, keep, thread_id),
             )
+        if not rows:
+            return None
+        first = rows[0]
+        version, generation, count = int(first[0]), int(first[1]), int(first[3])
+        if first[2] != generation:
+            raise rewritten_version_error(thread_id, version)
+        start = max(count - keep, 0)
+        raw_header = first[5]
+        if first[4] is None:  # no message in the range: the join's one row has none
+            rows = []
         if len(rows) != count - start:
             raise missing_messages_error(thread_id, count, start + len(rows))
+        if raw_header is None:
+            raise missing_messages_error(thread_id, count, start + len(rows) - 1)
         header = stored_text(thread_id, "header", raw_header)
-        bodies = [stored_text(thread_id, f"context.{start + i}", r[0]) for i, r in enumerate(rows)]
+        bodies = [stored_text(thread_id, f"context.{start + i}", r[6]) for i, r in enumerate(rows)]
         state = decode_state(state_type, thread_id, header, bodies, start)
         return ThreadSnapshot(
             thread_id, version, lazy_state(self, state, thread_id, generation, count)
@@ -430,24 +439,42 @@ class SqliteCheckpointer(BaseCheckpointer):
     ) -> set[str]:
         wanted = sorted({str(i) for i in ids})
         found: set[str] = set()
+        async with self._connected() as conn:
+            for at in range(0, max(len(wanted), 1), _IDS_PER_QUERY):
+                part = wanted[at : at + _IDS_PER_QUERY]
+                # one statement: the thread's generation, and a row per id found (by the id
+                # index: without statistics SQLite would walk the thread's log)
+                rows = await self._fetchall(
+                    conn,
+                    "SELECT t.generation, m.message_id FROM tx_threads t "
+                    "LEFT JOIN tx_messages m INDEXED BY tx_messages_ids "
+                    "ON m.thread_id = t.thread_id AND m.seq < ? "
+                    f"AND m.message_id IN ({', '.join('?' * len(part))}) "
+                    "WHERE t.thread_id = ?",
+                    (below, *part, thread_id),
+                )
+                if not rows or int(rows[0][0]) != generation:
+                    raise changed_history_error(thread_id)
+                found.update(str(r[1]) for r in rows if r[1] is not None)
+        return found
+
+    async def asystem_messages(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[tuple[int, Message]]:
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
             )
             if thread is None or int(thread[0]) != generation:
                 raise changed_history_error(thread_id)
-            for at in range(0, len(wanted), _IDS_PER_QUERY):
-                part = wanted[at : at + _IDS_PER_QUERY]
-                rows = await self._fetchall(
-                    conn,
-                    # by the id index: without statistics SQLite would walk the thread's log
-                    "SELECT message_id FROM tx_messages INDEXED BY tx_messages_ids "
-                    "WHERE thread_id = ? AND seq < ? "
-                    f"AND message_id IN ({', '.join('?' * len(part))})",
-                    (thread_id, below, *part),
-                )
-                found.update(str(r[0]) for r in rows)
-        return found
+            rows = await self._fetchall(
+                conn,
+                "SELECT seq, body FROM tx_messages INDEXED BY tx_messages_system "
+                "WHERE thread_id = ? AND seq >= ? AND seq < ? "
+                f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
+                (thread_id, start, stop),
+            )
+        return system_rows(state_type, thread_id, rows)
 
     async def asave(
         self,
