@@ -153,3 +153,16 @@ def test_sealed_messages_share_their_fields_set_and_copies_get_their_own() -> No
     changed = one.model_copy(update={"reasoning": "r"})
     assert "reasoning" in changed.__pydantic_fields_set__
     assert "reasoning" not in two.__pydantic_fields_set__
+
+
+def test_a_sealed_message_is_left_to_reference_counting_not_the_cycle_collector() -> None:
+    import gc
+    import weakref
+
+    message = rich()
+    seal(message)
+    tree = [message, message.__dict__, message.content, *message.content, message.metadata]
+    assert not any(map(gc.is_tracked, tree))
+    gone = weakref.ref(message)
+    del message, tree
+    assert gone() is None  # freed at once by reference counting: it could not be in a cycle

@@ -11,6 +11,9 @@ changeable message again.
 from __future__ import annotations
 
 import copy
+import gc
+import sys
+from collections.abc import Callable
 from typing import Any, NoReturn, SupportsIndex
 
 from pydantic import BaseModel
@@ -118,10 +121,11 @@ def _seal_model(model: BaseModel) -> BaseModel:
     fields = model.__dict__
     if type(fields) is FrozenDict:
         return model
-    _set_dict(
-        model, FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()})
-    )
+    frozen = FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()})
+    _set_dict(model, frozen)
     _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
+    if _untracked(frozen) and model.__pydantic_private__ is None:
+        _untrack(model)  # holds only a sealed tree and a set of field names
     return model
 
 
@@ -132,14 +136,49 @@ def _sealed(value: Any) -> Any:
     if cls is list:
         if not value:
             return _EMPTY_LIST  # immutable: one for all
-        return FrozenList([v if type(v) in _SCALARS else _sealed(v) for v in value])
+        frozen_list = FrozenList([v if type(v) in _SCALARS else _sealed(v) for v in value])
+        _untracked(frozen_list)
+        return frozen_list
     if cls is dict:
         if not value:
             return _EMPTY_DICT
-        return FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
+        frozen = FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
+        _untracked(frozen)
+        return frozen
     if isinstance(value, BaseModel) and value.__pydantic_extra__ is None:
         return _seal_model(value)
     return value  # immutable (tuples of scalars, enums, datetimes) or not ours to freeze
+
+
+# A sealed tree cannot be part of a reference cycle: it never changes, and it holds only
+# scalars and other sealed (or untracked) objects, none of which can refer back to it. So the
+# cyclic garbage collector need not look at it (reference counting frees it): with many
+# threads kept in memory, their messages would otherwise make up most of what every full
+# collection walks. CPython offers no Python-level call for this; its C API does.
+def _gc_untracker() -> Callable[[object], None] | None:
+    if sys.implementation.name != "cpython":
+        return None
+    import ctypes
+
+    untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    return untrack
+
+
+_untrack = _gc_untracker() or (lambda value: None)
+_untrack(_EMPTY_LIST)
+_untrack(_EMPTY_DICT)
+
+
+def _untracked(container: FrozenList | FrozenDict) -> bool:
+    """Stop the collector tracking `container` if all it holds is untracked already (the
+    scalars and the sealed trees inside it); whether it is untracked now."""
+    values = container.values() if type(container) is FrozenDict else container
+    if any(map(gc.is_tracked, values)):
+        return False
+    _untrack(container)
+    return not gc.is_tracked(container)
 
 
 __all__ = ["SEALED_HINT", "FrozenDict", "FrozenList", "SealedError", "is_sealed", "seal"]
