@@ -8,6 +8,7 @@ whichever store a graph runs on.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import to_json
@@ -88,6 +89,14 @@ def missing_messages_error(thread_id: str, expected: int, found: int) -> Seriali
         "are stored",
         context={"thread_id": thread_id, "field": "context"},
     )
+
+
+def log_bodies(thread_id: str, raw: Sequence[object], start: int, stop: int) -> list[str]:
+    """The message rows `start` to `stop` of a thread's log as read (`raw`), as JSON text;
+    `SerializationError` when rows are missing or one is not text."""
+    if len(raw) != stop - start:
+        raise missing_messages_error(thread_id, stop, start + len(raw))
+    return [stored_text(thread_id, f"context.{start + i}", body) for i, body in enumerate(raw)]
 
 
 def encode_tool_result(result: dict[str, Any]) -> str:

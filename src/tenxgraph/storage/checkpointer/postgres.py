@@ -36,6 +36,7 @@ from tenxgraph.storage.checkpointer._sql import (
     changed_history_error,
     decode_tool_result,
     encode_tool_result,
+    log_bodies,
     missing_messages_error,
     missing_version_error,
     rewritten_version_error,
@@ -420,74 +421,70 @@ class PgCheckpointer(BaseCheckpointer):
             raise rewritten_version_error(thread_id, version)
         count = int(found["message_count"])
         start = max(count - max(keep, 0), 0)
-        raw = found["bodies"]
-        if len(raw) != count - start:
-            raise missing_messages_error(thread_id, count, start + len(raw))
+        bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
-        bodies = [stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw)]
         state = decode_state(state_type, thread_id, header, bodies, start)
         return ThreadSnapshot(
             thread_id, version, lazy_state(self, state, thread_id, generation, count)
         )
 
-    async def aread_log(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
-    ) -> list[Message]:
+    async def _log_array(
+        self, thread_id: str, generation: int, select: str, *params: Any
+    ) -> list[Any]:
+        """What `select` (one column of the thread's log, `$1` its thread id) finds, if the log
+        is still the one of `generation` (else `changed_history_error`): one statement."""
         found = await self._run(
             lambda conn: conn.fetchrow(
-                "SELECT t.generation, ARRAY("
-                f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
-                "AND m.seq >= $2 AND m.seq < $3 ORDER BY m.seq"
-                f") AS bodies FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
+                f"SELECT t.generation, ARRAY({select}) AS found "
+                f"FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
                 thread_id,
-                start,
-                stop,
+                *params,
             )
         )
         if found is None or int(found["generation"]) != generation:
             raise changed_history_error(thread_id)
-        raw = found["bodies"]
-        if len(raw) != stop - start:
-            raise missing_messages_error(thread_id, stop, start + len(raw))
-        bodies = [stored_text(thread_id, f"context.{start + i}", b) for i, b in enumerate(raw)]
+        return list(found["found"])
+
+    async def aread_log(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[Message]:
+        raw = await self._log_array(
+            thread_id,
+            generation,
+            f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
+            "AND m.seq >= $2 AND m.seq < $3 ORDER BY m.seq",
+            start,
+            stop,
+        )
+        bodies = log_bodies(thread_id, raw, start, stop)
         return sealed(decode_messages(state_type, thread_id, bodies, start))
 
     async def afind_ids(
         self, thread_id: str, generation: int, ids: list[str | int], below: int
     ) -> set[str]:
-        found = await self._run(
-            lambda conn: conn.fetchrow(
-                "SELECT t.generation, ARRAY("
-                f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = "
-                "t.thread_id AND m.message_id = ANY($2::text[]) AND m.seq < $3"
-                f") AS found FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
-                thread_id,
-                sorted({str(i) for i in ids}),
-                below,
-            )
+        found = await self._log_array(
+            thread_id,
+            generation,
+            f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
+            "AND m.message_id = ANY($2::text[]) AND m.seq < $3",
+            sorted({str(i) for i in ids}),
+            below,
         )
-        if found is None or int(found["generation"]) != generation:
-            raise changed_history_error(thread_id)
-        return {str(i) for i in found["found"]}
+        return {str(i) for i in found}
 
     async def asystem_messages(
         self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
     ) -> list[tuple[int, Message]]:
-        found = await self._run(
-            lambda conn: conn.fetchrow(
-                "SELECT t.generation, ARRAY("
-                f"SELECT ROW(m.seq, m.body) FROM {self._s}.tx_messages m "
-                "WHERE m.thread_id = t.thread_id AND m.seq >= $2 AND m.seq < $3 "
-                f"AND strpos(m.body, '{SYSTEM_MARK}') > 0 ORDER BY m.seq"
-                f") AS found FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
-                thread_id,
-                start,
-                stop,
-            )
+        found = await self._log_array(
+            thread_id,
+            generation,
+            f"SELECT ROW(m.seq, m.body) FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
+            f"AND m.seq >= $2 AND m.seq < $3 AND strpos(m.body, '{SYSTEM_MARK}') > 0 "
+            "ORDER BY m.seq",
+            start,
+            stop,
         )
-        if found is None or int(found["generation"]) != generation:
-            raise changed_history_error(thread_id)
-        return system_rows(state_type, thread_id, [tuple(row) for row in found["found"]])
+        return system_rows(state_type, thread_id, [tuple(row) for row in found])
 
     async def asave(
         self,

@@ -34,6 +34,7 @@ from tenxgraph.storage.checkpointer._sql import (
     changed_history_error,
     decode_tool_result,
     encode_tool_result,
+    log_bodies,
     missing_messages_error,
     missing_version_error,
     rewritten_version_error,
@@ -403,35 +404,39 @@ class SqliteCheckpointer(BaseCheckpointer):
         raw_header = first[5]
         if first[4] is None:  # no message in the range: the join's one row has none
             rows = []
-        if len(rows) != count - start:
-            raise missing_messages_error(thread_id, count, start + len(rows))
+        bodies = log_bodies(thread_id, [r[6] for r in rows], start, count)
         if raw_header is None:
             raise missing_messages_error(thread_id, count, start + len(rows) - 1)
         header = stored_text(thread_id, "header", raw_header)
-        bodies = [stored_text(thread_id, f"context.{start + i}", r[6]) for i, r in enumerate(rows)]
         state = decode_state(state_type, thread_id, header, bodies, start)
         return ThreadSnapshot(
             thread_id, version, lazy_state(self, state, thread_id, generation, count)
         )
 
-    async def aread_log(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
-    ) -> list[Message]:
+    async def _log_rows(
+        self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
+    ) -> list[sqlite3.Row]:
+        """Rows of a query on the thread's log, if the log is still the one of `generation`
+        (else `changed_history_error`), both read in one snapshot."""
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
             )
             if thread is None or int(thread[0]) != generation:
                 raise changed_history_error(thread_id)
-            rows = await self._fetchall(
-                conn,
-                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
-                "ORDER BY seq",
-                (thread_id, start, stop),
-            )
-        if len(rows) != stop - start:
-            raise missing_messages_error(thread_id, stop, start + len(rows))
-        bodies = [stored_text(thread_id, f"context.{start + i}", r[0]) for i, r in enumerate(rows)]
+            return await self._fetchall(conn, sql, params)
+
+    async def aread_log(
+        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+    ) -> list[Message]:
+        rows = await self._log_rows(
+            thread_id,
+            generation,
+            "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
+            "ORDER BY seq",
+            (thread_id, start, stop),
+        )
+        bodies = log_bodies(thread_id, [r[0] for r in rows], start, stop)
         return sealed(decode_messages(state_type, thread_id, bodies, start))
 
     async def afind_ids(
@@ -461,19 +466,14 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def asystem_messages(
         self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
     ) -> list[tuple[int, Message]]:
-        async with self._transaction(write=False) as conn:
-            thread = await self._fetchone(
-                conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
-            )
-            if thread is None or int(thread[0]) != generation:
-                raise changed_history_error(thread_id)
-            rows = await self._fetchall(
-                conn,
-                "SELECT seq, body FROM tx_messages INDEXED BY tx_messages_system "
-                "WHERE thread_id = ? AND seq >= ? AND seq < ? "
-                f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
-                (thread_id, start, stop),
-            )
+        rows = await self._log_rows(
+            thread_id,
+            generation,
+            "SELECT seq, body FROM tx_messages INDEXED BY tx_messages_system "
+            "WHERE thread_id = ? AND seq >= ? AND seq < ? "
+            f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
+            (thread_id, start, stop),
+        )
         return system_rows(state_type, thread_id, rows)
 
     async def asave(
