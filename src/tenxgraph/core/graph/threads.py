@@ -113,10 +113,7 @@ class Threads:
             if version is not None:
                 raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
             return self.new_state(), None, False
-        kept = self.live.pop(thread_id, None)
-        if kept is not None:
-            self.live_bytes -= kept[2]
-        state_type = self.program.state_type
+        kept = self._forget(thread_id)
         if kept is None and version is None:  # nothing to compare: read it at once
             return await self._load(thread_id)
         head = await checkpointer.aversion(thread_id)
@@ -127,7 +124,7 @@ class Threads:
                     context={"thread_id": thread_id, "version": version},
                 )
             if version != head:
-                snapshot = await checkpointer.aload(thread_id, state_type, version)
+                snapshot = await checkpointer.aload(thread_id, self.program.state_type, version)
                 assert snapshot is not None
                 return snapshot.state, head, True
         if kept is not None and kept[0] == head:
@@ -135,6 +132,13 @@ class Threads:
         if head is None:
             return self.new_state(), None, False
         return await self._load(thread_id)
+
+    def _forget(self, thread_id: str) -> tuple[int, AgentState, int] | None:
+        """Stop keeping `thread_id`; what was kept of it, if anything."""
+        kept = self.live.pop(thread_id, None)
+        if kept is not None:
+            self.live_bytes -= kept[2]
+        return kept
 
     async def _load(self, thread_id: str) -> tuple[AgentState, int | None, bool]:
         """The stored thread with its recent messages only (older ones are read from the
@@ -163,9 +167,7 @@ class Threads:
         if self.program.checkpointer is None or version is None:
             return
         live = self.live
-        old = live.pop(thread_id, None)
-        if old is not None:
-            self.live_bytes -= old[2]
+        self._forget(thread_id)
         size = STATE_BYTES + MESSAGE_BYTES * in_memory(state.context)
         live[thread_id] = (version, state, size)
         self.live_bytes += size
