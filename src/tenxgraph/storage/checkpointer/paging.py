@@ -8,7 +8,7 @@ code, on the process's read loop, through the store's own `aread_log` and `afind
 from __future__ import annotations
 
 import weakref
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tenxgraph.core.state import AgentState, Message
@@ -20,6 +20,7 @@ from tenxgraph.storage.checkpointer._sql import stored_text
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
@@ -64,29 +65,30 @@ class LogPager:
         # ids generated after this point are not in the log, which was read before it
         self.born = id_mark()
 
+    def _blocking(self, read: Coroutine[Any, Any, T]) -> T:
+        """`read` (a coroutine of the store) run on the read loop, waited for."""
+        return read_blocking(_Release.of(self.store), read)
+
     def read(self, start: int, stop: int) -> list[Message]:
-        return read_blocking(
-            _Release.of(self.store),
-            self.store.aread_log(self.thread_id, self.state_type, self.generation, start, stop),
+        return self._blocking(
+            self.store.aread_log(self.thread_id, self.state_type, self.generation, start, stop)
         )
 
     def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
         wanted = self._unknown(ids)
         if wanted:
-            found = read_blocking(
-                _Release.of(self.store),
-                self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored),
+            found = self._blocking(
+                self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
             )
             self._learn(wanted, found)
         present = self.present
         return {i for i in ids if i in present}
 
     def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
-        return read_blocking(
-            _Release.of(self.store),
+        return self._blocking(
             self.store.asystem_messages(
                 self.thread_id, self.state_type, self.generation, start, min(stop, self.stored)
-            ),
+            )
         )
 
     async def alook_up(self, ids: Collection[str | int]) -> None:
