@@ -116,6 +116,7 @@ LAYERS = [
     ("tenxgraph._lazy", "tenxgraph.utils", "tenxgraph.core.exceptions", "tenxgraph.core.redaction"),
     ("tenxgraph.core.state",),
     ("tenxgraph.storage",),
+    ("tenxgraph.observability",),
     ("tenxgraph.core.llm",),
     ("tenxgraph.core.graph",),
     ("tenxgraph.prebuilt",),

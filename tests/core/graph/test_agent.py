@@ -432,6 +432,11 @@ async def test_token_usage_in_the_result_sums_the_answers_usages() -> None:
         "total_output_tokens": 10,
         "total_reasoning_tokens": 1,
         "total_tokens": 40,
+        "total_cache_read_tokens": 0,
+        "total_cache_write_tokens": 0,
+        "model_calls": 2,
+        "cost": 0.0,  # an offline model costs nothing
+        "unpriced_calls": 0,
     }
 
 
@@ -443,6 +448,11 @@ async def test_token_usage_from_a_provider(openai_api: respx.Route) -> None:
         "total_output_tokens": 5,
         "total_reasoning_tokens": 2,
         "total_tokens": 17,
+        "total_cache_read_tokens": 0,
+        "total_cache_write_tokens": 0,
+        "model_calls": 1,
+        "cost": pytest.approx(12 * 1.5e-7 + 5 * 6e-7),  # litellm's prices for gpt-4o-mini
+        "unpriced_calls": 0,
     }
 
 

@@ -326,6 +326,11 @@ async def test_token_usage_sums_the_runs_messages() -> None:
         "total_output_tokens": 8,
         "total_reasoning_tokens": 3,
         "total_tokens": 25,
+        "total_cache_read_tokens": 0,
+        "total_cache_write_tokens": 0,
+        "model_calls": 2,  # the answers that carry a usage
+        "cost": None,  # made by nodes of their own: no price known, so no total either
+        "unpriced_calls": 2,
     }
     # a later run counts only its own messages
     second = await app.ainvoke(inp("again"), config)
@@ -339,4 +344,9 @@ async def test_token_usage_is_zero_without_usages() -> None:
         "total_output_tokens": 0,
         "total_reasoning_tokens": 0,
         "total_tokens": 0,
+        "total_cache_read_tokens": 0,
+        "total_cache_write_tokens": 0,
+        "model_calls": 0,
+        "cost": 0.0,
+        "unpriced_calls": 0,
     }

@@ -86,7 +86,7 @@ class Model:
 @pytest.mark.parametrize("plain", [False, True])
 async def test_failures_before_the_first_piece_are_retried(plain: bool) -> None:
     model = Model(["a", "b"], failures=2, plain=plain)
-    first, pieces = await open_stream([Route(model, "m")], REQUEST, CONFIG)
+    first, pieces, _ = await open_stream([Route(model, "m")], REQUEST, CONFIG)
     assert first is not None
     rest = [m async for m in pieces]
     await close(pieces)
@@ -99,7 +99,7 @@ async def test_failures_before_the_first_piece_are_retried(plain: bool) -> None:
 async def test_a_fallback_streams_when_the_first_model_keeps_failing() -> None:
     down = Model(["x"], failures=99)
     up = Model(["ok"])
-    first, pieces = await open_stream([Route(down, "m"), Route(up, "n")], REQUEST, CONFIG)
+    first, pieces, _ = await open_stream([Route(down, "m"), Route(up, "n")], REQUEST, CONFIG)
     assert first is not None
     assert first.text() == "ok"
     await close(pieces)
@@ -112,7 +112,7 @@ async def test_a_stream_without_pieces_gives_none() -> None:
             return
             yield
 
-    first, pieces = await open_stream([Route(Empty([]), "m")], REQUEST, CONFIG)
+    first, pieces, _ = await open_stream([Route(Empty([]), "m")], REQUEST, CONFIG)
     assert first is None
     assert [m async for m in pieces] == []
 

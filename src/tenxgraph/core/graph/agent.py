@@ -159,7 +159,9 @@ class Agent:
             try:
                 # the first piece (after any retries and fallbacks), then the model's own
                 # iterator: nothing between it and us per piece
-                first, pieces = await calling.open_stream(self._routes, request, self.retry_config)
+                first, pieces, call = await calling.open_stream(
+                    self._routes, request, self.retry_config
+                )
                 try:
                     if first is not None:
                         if first.delta:
@@ -171,8 +173,15 @@ class Agent:
                                 yield message
                             else:
                                 final = message
+                except BaseException as error:
+                    if call is not None:
+                        await call.failed(error)
+                        call = None
+                    raise
                 finally:  # the provider stream, if we stop
                     await calling.close(pieces)
+                if call is not None:
+                    await call.ended(final)
             except ModelContextWindowError as exc:
                 if retried:
                     raise self._still_too_long(exc) from None

@@ -16,6 +16,8 @@ from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import seal_history
+from tenxgraph.observability.hooks import Hook
+from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES, alook_up_ids
 from tenxgraph.storage.checkpointer.thread_ids import thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity
@@ -47,11 +49,23 @@ class CompiledGraph:
         context_manager: BaseContextManager[Any] | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
+        name: str = "graph",
+        hooks: tuple[Hook, ...] = (),
+        tracing: Tracing = DEFAULT_TRACING,
     ) -> None:
         state_type = type(state)
+        self.name = name
         self.state_type: type[AgentState] = state_type
         self._program = program = Program.build(
-            state_type, specs, routing, checkpointer, interrupt_before, interrupt_after
+            state_type,
+            specs,
+            routing,
+            checkpointer,
+            interrupt_before,
+            interrupt_after,
+            name,
+            hooks,
+            tracing,
         )
         self.context_manager = context_manager
         # every new thread starts from a copy of this: the given state, as it would come

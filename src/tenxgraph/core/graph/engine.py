@@ -45,6 +45,8 @@ from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.core.state.sealed import seal
+from tenxgraph.observability.hooks import Dispatch, hooks_from
+from tenxgraph.observability.observer import TRACE_KEY, Observer, current_observer, tracer_for
 from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START, ResponseGranularity
@@ -89,7 +91,8 @@ class Run:
         self.lease = self.keeper.lease
         # where this run's tool calls record their results; none without a checkpointer
         ledger = None if checkpointer is None else ToolLedger(checkpointer, settings.thread_id)
-        self.nodes = NodeRunner(program, settings, guard, self.chunks, want, ledger)
+        self.observer = observer = observer_of(program, settings)
+        self.nodes = NodeRunner(program, settings, guard, self.chunks, want, ledger, observer)
         self.scheduler = Scheduler(program, settings.node_config)
         # the running step: the state's bindings before it, its length of `context`, each
         # node's view of the state (with its `context` as it was); then the messages it added
@@ -98,6 +101,7 @@ class Run:
         self._views: list[tuple[AgentState, list[Message]]] = []
         self._added: list[Message] = []
         self._last_poll = time.monotonic()  # when the store was last asked for a stop
+        self._outer_observer: Observer | None = None
 
     def request_stop(self) -> None:
         """Ask the run to stop: now if a node is running, else at the next step boundary."""
@@ -115,10 +119,13 @@ class Run:
         started = time.perf_counter()
         deadline, turn, outer_express = await self._begin()
         state: AgentState | None = None
+        failure: BaseException | None = None
         opening = Opening(self.program, self.threads, self.keeper, self.settings, self.input_data)
         try:
             state = await opening.open(deadline)
             self.version = opening.version
+            if opening.next_names is not None:  # continuing a paused run: link the two
+                self.observer.resumed(state.execution_meta.internal_data.get(TRACE_KEY))
             async for chunk in self._started(opening.given, opening.replay):
                 yield chunk
             if opening.replay is not None:  # an answered turn sent again: its answer again
@@ -172,7 +179,9 @@ class Run:
                 )
             self._finish(state, opening.given)
         except BaseException as exc:
+            failure = exc
             if state is not None and opening.replay is None:
+                self.observer.tally(state.execution_meta.internal_data)
                 running = [s.name for s in self.current]
                 self.version = await self.keeper.record_failure(
                     state, self.version, exc, running, self.scheduler.deferred
@@ -181,7 +190,7 @@ class Run:
                 yield chunks.error(exc)
             raise
         finally:
-            await self._end(turn, outer_express)
+            await self._end(turn, outer_express, state, failure)
 
     async def _begin(self) -> tuple[float | None, tuple[int, str] | None, Express | None]:
         """Take the thread among this app's runs (a thread kept in a checkpointer has one run
@@ -191,20 +200,34 @@ class Run:
         wait = settings.enqueue_timeout
         deadline = None if wait is None else time.monotonic() + wait
         thread_id = settings.thread_id
-        turn = (
-            None
-            if self.program.checkpointer is None
-            else await threads.take_turn(thread_id, settings.multitask_strategy, deadline, wait)
-        )
+        await self.observer.run_started()
+        try:
+            turn = (
+                None
+                if self.program.checkpointer is None
+                else await threads.take_turn(thread_id, settings.multitask_strategy, deadline, wait)
+            )
+        except BaseException as exc:  # the thread is busy: the run ends before it began
+            await self.observer.run_finished(exc, None)
+            raise
         threads.active[thread_id] = self
         outer_express = current_express.get()
         current_express.set(self.express)
+        self._outer_observer = current_observer.get()  # a run inside a node of another
+        current_observer.set(self.observer)
         self.loop = asyncio.get_running_loop()
         self.guard.task = asyncio.current_task()
         return deadline, turn, outer_express
 
-    async def _end(self, turn: tuple[int, str] | None, outer_express: Express | None) -> None:
-        """Let go of the thread: the timer, the lease, the turn, the express lane."""
+    async def _end(
+        self,
+        turn: tuple[int, str] | None,
+        outer_express: Express | None,
+        state: AgentState | None,
+        failure: BaseException | None,
+    ) -> None:
+        """Let go of the thread (the timer, the lease, the turn, the express lane) and report
+        how the run ended."""
         self.guard.close()
         await self.keeper.let_go()
         threads, thread_id = self.threads, self.settings.thread_id
@@ -213,6 +236,12 @@ class Run:
         if turn is not None:
             threads.end_turn(turn)
         current_express.set(outer_express)
+        current_observer.set(self._outer_observer)
+        meta = state.execution_meta if state is not None and failure is None else None
+        paused = None
+        if meta is not None and meta.is_interrupted():
+            paused = (meta.interrupted_node or "", meta.interrupt_reason or "")
+        await self.observer.run_finished(failure, paused)
 
     def _finish(self, state: AgentState, given: list[Message]) -> None:
         """The run's result, and the state kept for the thread's next run (with a
@@ -254,6 +283,7 @@ class Run:
         meta = state.execution_meta
         if meta.status != ExecutionStatus.COMPLETED:
             _mark_completed(meta)
+            self.observer.tally(meta.internal_data)
             self.version = await self.keeper.save(state, self.version, [], final=True)
 
     def _may_pause(self, skip_breakpoint: bool) -> bool:
@@ -367,6 +397,10 @@ class Run:
             elif not frontier:  # the last step: this save also records the completion
                 _mark_completed(meta)
             final = bool(pause_after) or not frontier
+            observer = self.observer
+            if added:
+                observer.count_answers(added)
+            observer.tally(meta.internal_data)
             self.version = await self.keeper.save(
                 state, self.version, added, final=final, step=True
             )
@@ -411,8 +445,11 @@ class Run:
         """Save the thread paused before `frontier`, to be continued from there."""
         meta = state.execution_meta
         meta.set_interrupt(node, reason, status, data)
-        meta.internal_data["next"] = [s.name for s in frontier]
-        meta.internal_data["deferred"] = sorted(self.scheduler.deferred)
+        internal = meta.internal_data
+        internal["next"] = [s.name for s in frontier]
+        internal["deferred"] = sorted(self.scheduler.deferred)
+        await self.observer.interrupted(node, reason, data, internal)
+        self.observer.tally(internal)
         self.version = await self.keeper.save(state, self.version, [], final=True)
         if self.want:  # every granularity is told: a paused run needs its caller
             yield self.chunks.update("interrupted", node=node, reason=reason, interrupt=data)
@@ -437,20 +474,10 @@ class Run:
 
     # -- result ----------------------------------------------------------------------------
 
-    def token_usage(self) -> dict[str, int]:
-        total_in = total_out = total_reasoning = 0
-        for message in self.produced:
-            usage = message.usages
-            if usage is not None:
-                total_in += usage.prompt_tokens
-                total_out += usage.completion_tokens
-                total_reasoning += usage.reasoning_tokens
-        return {
-            "total_input_tokens": total_in,
-            "total_output_tokens": total_out,
-            "total_reasoning_tokens": total_reasoning,
-            "total_tokens": total_in + total_out,
-        }
+    def token_usage(self) -> dict[str, Any]:
+        """What this run's model calls cost (tokens, calls, and the cost in US dollars, None
+        when a model's price is unknown); a turn answered again from the thread cost none."""
+        return self.observer.usage.as_token_usage()
 
     def _result(self, state: AgentState, inputs: list[Message], sealed: bool) -> dict[str, Any]:
         last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
@@ -484,9 +511,20 @@ class Run:
         return result
 
 
+def observer_of(program: Program, settings: RunSettings) -> Observer:
+    """The run's observer: the graph's hooks and those of the call's config, the tracer."""
+    dispatch = program.dispatch
+    extra = settings.node_config.get("hooks")
+    if extra is not None:
+        dispatch = Dispatch([*program.hooks, *hooks_from(extra, "config['hooks']")])
+    tracer = tracer_for(program.tracing)
+    content = tracer is not None and program.tracing.content()
+    return Observer(settings.run_id, settings.thread_id, program.name, dispatch, tracer, content)
+
+
 def _mark_completed(meta: ExecutionState) -> None:
     set_fields(meta, status=ExecutionStatus.COMPLETED)
-    for key in ("next", "deferred", "answers"):
+    for key in ("next", "deferred", "answers", TRACE_KEY):
         meta.internal_data.pop(key, None)
 
 

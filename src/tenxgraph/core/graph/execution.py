@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Sequence
 from typing import Any
 
 from tenxgraph.core.exceptions import GraphError
@@ -30,6 +30,7 @@ from tenxgraph.core.graph.node import (
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
+from tenxgraph.observability.observer import NodeWatch, Observer
 from tenxgraph.utils.interrupt import InterruptScope, current_scope
 
 _DONE = object()
@@ -46,8 +47,10 @@ class NodeRunner:
         chunks: Chunks,
         want: frozenset[StreamEvent],
         ledger: ToolLedger | None,
+        observer: Observer,
     ) -> None:
         self.program = program
+        self.observer = observer
         self.config = settings.node_config
         self.timeout = settings.node_timeout
         self.guard = guard
@@ -80,6 +83,10 @@ class NodeRunner:
         chunks = self.chunks
         want = self.want
         stream_deltas = StreamEvent.MESSAGE in want
+        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
+        if watch is not None:
+            await watch.start()
+        failure: BaseException | None = None
         scope_token = current_scope.set(self.scope(state, spec))
         agen = spec.call(state, self.config)
         guard.start(timeout)
@@ -88,6 +95,7 @@ class NodeRunner:
                 if guard.timed_out or guard.stopping:
                     guard.check(spec, timeout, cancelled=False)
                 guard.armed = True
+                entered = None if watch is None else watch.enter()
                 try:
                     item = await agen.__anext__()
                 except StopAsyncIteration:
@@ -100,6 +108,8 @@ class NodeRunner:
                     raise node_error(spec, exc) from exc
                 finally:
                     guard.armed = False
+                    if entered is not None:
+                        watch.leave(entered)  # type: ignore[union-attr]
                 if isinstance(item, Message):
                     if not item.delta:  # a whole message: into the output
                         output.messages.append(item)
@@ -111,13 +121,24 @@ class NodeRunner:
                 else:
                     self.collect(spec, item, output)
             guard.check(spec, timeout, cancelled=False)
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
             guard.disarm()
             await agen.aclose()
             current_scope.reset(scope_token)
+            if watch is not None:
+                await watch.end(failure)
 
     async def run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
         """Run a node that is not iterated (a function, or a generator answering at once)."""
+        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
+        if watch is None:
+            return await self._run(spec, state)
+        return await _watched(watch, self._run(spec, state))
+
+    async def _run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
         guard = self.guard
         timeout = self.timeout
         guard.start(timeout)
@@ -210,6 +231,14 @@ class NodeRunner:
     async def _in_task(
         self, spec: NodeSpec, state: AgentState, queue: asyncio.Queue[Any]
     ) -> NodeOutput:
+        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
+        if watch is None:
+            return await self._run_in_task(spec, state, queue)
+        return await _watched(watch, self._run_in_task(spec, state, queue))
+
+    async def _run_in_task(
+        self, spec: NodeSpec, state: AgentState, queue: asyncio.Queue[Any]
+    ) -> NodeOutput:
         current_scope.set(self.scope(state, spec))  # this task's own context
         chunks, want = self.chunks, self.want
         try:
@@ -253,6 +282,21 @@ class NodeRunner:
             output.goto = part.goto
         if part.state is not None:
             output.state = part.state
+
+
+async def _watched(watch: NodeWatch, running: Coroutine[Any, Any, NodeOutput]) -> NodeOutput:
+    """Run a node's coroutine with its span current and its start and end reported."""
+    await watch.start()
+    entered = watch.enter()
+    try:
+        output = await running
+    except BaseException as exc:
+        watch.leave(entered)
+        await watch.end(exc)
+        raise
+    watch.leave(entered)
+    await watch.end(None)
+    return output
 
 
 __all__ = ["NodeRunner"]

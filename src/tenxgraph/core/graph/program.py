@@ -14,6 +14,8 @@ from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.agent_state import Reducer
 from tenxgraph.core.state.reducers import add_messages
+from tenxgraph.observability.hooks import Dispatch, Hook
+from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
@@ -33,6 +35,10 @@ class Program:
     reducers: dict[str, Reducer]  # by field, `context` apart
     merge_messages: Reducer  # the `context` reducer
     append_only: bool  # `merge_messages` is `add_messages`, which only appends
+    name: str = "graph"  # what traces, logs and hooks call it
+    hooks: tuple[Hook, ...] = ()
+    dispatch: Dispatch | None = None  # `hooks`, sorted once
+    tracing: Tracing = DEFAULT_TRACING
 
     @classmethod
     def build(
@@ -43,6 +49,9 @@ class Program:
         checkpointer: BaseCheckpointer | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
+        name: str = "graph",
+        hooks: tuple[Hook, ...] = (),
+        tracing: Tracing = DEFAULT_TRACING,
     ) -> Program:
         reducers = dict(state_type.field_reducers())
         merge_messages = reducers.pop("context", add_messages)
@@ -57,6 +66,10 @@ class Program:
             reducers,
             merge_messages,
             merge_messages is add_messages,
+            name,
+            hooks,
+            Dispatch(hooks) if hooks else None,
+            tracing,
         )
 
 

@@ -40,6 +40,7 @@ KNOWN_CONFIG_KEYS = frozenset(
         "enqueue_timeout",
         "is_stream",
         "timestamp",
+        "hooks",  # RunHooks told about this run, besides the graph's own
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
         # ToolNode

@@ -13,6 +13,8 @@ from tenxgraph.core.graph.node import NodeFunc, compile_node
 from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.observability.hooks import hooks_from
+from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
 from tenxgraph.utils.constants import END, START
 
 if TYPE_CHECKING:
@@ -129,6 +131,10 @@ class StateGraph:
         media_store: Any = None,
         callback_manager: Any = None,
         shutdown_timeout: Any = None,
+        *,
+        name: str | None = None,
+        hooks: Any = None,
+        tracing: Tracing | bool | None = None,
     ) -> CompiledGraph:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
@@ -139,7 +145,13 @@ class StateGraph:
         Without a `checkpointer` the app keeps its threads in memory, as 10xgraph's does
         (`get_state`, resuming a pause, the next turn of a thread all work), in an
         `InMemoryCheckpointer` bounded at 1,000 threads and 64 MiB that drops the least
-        recently used ones; `checkpointer=False` keeps nothing at all."""
+        recently used ones; `checkpointer=False` keeps nothing at all.
+
+        `name` is what traces, logs and hooks call this graph. `hooks` (a `RunHooks`, a
+        callable taking one event, or a list of them) are told what every run does.
+        `tracing`: OpenTelemetry spans go to the globally configured tracer provider when
+        there is one; pass `Tracing(...)` for another provider or to record message contents,
+        `False` for none."""
         _not_supported(
             "compile",
             store=store,
@@ -168,7 +180,12 @@ class StateGraph:
             checkpointer = default_checkpointer()
         if checkpointer is not False:
             checkpointer.bind_state_type(type(self.state))
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"compile(name=...) must be a non-empty string, got {name!r}")
         return CompiledGraph(
+            name=name or "graph",
+            hooks=tuple(hooks_from(hooks, "compile(hooks=...)")),
+            tracing=_tracing(tracing),
             state=self.state,
             specs=specs,
             routing=routing,
@@ -265,6 +282,19 @@ def _bound(
     object can serve several graphs."""
     bind = getattr(func, "_bind_to_graph", None)
     return bind(name, nodes, context_manager) if bind is not None else func
+
+
+def _tracing(value: Tracing | bool | None) -> Tracing:
+    if value is None or value is True:
+        return DEFAULT_TRACING
+    if value is False:
+        return Tracing(enabled=False)
+    if isinstance(value, Tracing):
+        return value
+    raise TypeError(
+        f"compile(tracing=...) takes a tenxgraph.observability.Tracing, True or False, not "
+        f"{value!r}"
+    )
 
 
 def _not_supported(where: str, **given: Any) -> None:

@@ -40,10 +40,14 @@ from tenxgraph.core.graph.tool_results import (
 )
 from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
 from tenxgraph.core.graph.tool_updates import brief, refused
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamEvent
 from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.observability.observer import current_observer
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS
 from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
+
+log = get_logger("tenxgraph.tools")
 
 _APPROVAL_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
 
@@ -276,6 +280,24 @@ class ToolNode:
     # -- one call --------------------------------------------------------------------------
 
     async def _run_call(self, call: ToolCall, step: _Step) -> Outcome:
+        """One call's outcome, reported to the run's hooks and traces when any listen."""
+        observer = current_observer.get()
+        watch = (
+            None if observer is None else observer.tool(step.node, call.name, call.id, call.args)
+        )
+        if watch is None:
+            return await self._call_outcome(call, step)
+        try:
+            outcome = await self._call_outcome(call, step)
+        except BaseException as exc:
+            await watch.end(None, True, False, exc)
+            raise
+        block = outcome.message.content[0] if outcome.message.content else None
+        failed = isinstance(block, ToolResultBlock) and block.is_error
+        await watch.end(outcome.message, failed, outcome.replayed, None)
+        return outcome
+
+    async def _call_outcome(self, call: ToolCall, step: _Step) -> Outcome:
         decision = step.decisions.get(call.id) if step.decisions else None
         if decision is not None:
             if decision.kind == "reject":
@@ -304,6 +326,10 @@ class ToolNode:
         if ledger is not None and asked is not None:
             found = await ledger.get(asked, call.id)
             if found is not None:
+                log.info(
+                    "tool call %s (%s) of thread %s: its recorded result is replayed, the tool "
+                    "is not run again", call.id, call.name, step.thread_id,
+                )  # fmt: skip
                 return replayed(found, type(step.state))
         outcome = await self._execute(spec, call, kwargs, step)
         if decision is not None:
@@ -345,6 +371,10 @@ class ToolNode:
                 "cancelled it (a task it awaited was cancelled?).",
             )
         except Exception as exc:  # the model reads the error and may try something else
+            log.error(
+                "tool %s (call %s) of thread %s raised; the model is told", call.name, call.id,
+                step.thread_id, exc_info=exc,
+            )  # fmt: skip
             return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
         finally:
             current_scope.reset(token)

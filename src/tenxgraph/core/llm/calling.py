@@ -19,8 +19,11 @@ from tenxgraph.core.exceptions import ModelContextWindowError, ModelError
 from tenxgraph.core.llm import retry
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, is_retryable
-from tenxgraph.core.redaction import is_secret_name
+from tenxgraph.core.redaction import get_logger, is_secret_name
 from tenxgraph.core.state import Message
+from tenxgraph.observability.observer import ModelCall, Observer, current_observer
+
+log = get_logger("tenxgraph.model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,27 +72,39 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
             asked = _for_route(request, route, primary)
         attempt = 0
         while True:
+            observer = current_observer.get()
+            call = None if observer is None else _observed(observer, route, asked, False)
             try:
-                return await route.client.acomplete(asked)
-            except ModelError as error:
+                answer = await route.client.acomplete(asked)
+            except BaseException as error:
+                if call is not None:
+                    await call.failed(error)
+                if not isinstance(error, ModelError):
+                    raise
                 wait = _retry_wait(error, attempt, config)
                 if wait is None:
-                    _give_up(route.model, error, attempt, failures, config)
+                    _give_up(route.model, error, attempt, failures, config, route is routes[-1])
                     break
                 attempt += 1
+                _retrying(route.model, error, attempt, wait)
                 await retry.sleep(wait)
+                continue
+            if call is not None:
+                await call.finished(answer)
+            return answer
     raise _final(failures)
 
 
 async def open_stream(
     routes: Sequence[Route], request: ModelRequest, config: RetryConfig
-) -> tuple[Message | None, AsyncIterator[Message]]:
+) -> tuple[Message | None, AsyncIterator[Message], ModelCall | None]:
     """The first piece of the first model in `routes` that gives one, and that model's own
     iterator of the rest (the other pieces, then the complete answer), which the caller
     closes (`close`). Failures before the first piece are retried and fall back; one after
     it comes from the model's iterator as it is, not retried: the consumer has already shown
     that text. So nothing of ours sits between the model and the consumer per piece. A
-    stream that ends without any piece gives None and its ended iterator."""
+    stream that ends without any piece gives None and its ended iterator. The third item is
+    the call as the run observes it (None outside a run): the caller reports its end."""
     failures: list[tuple[str, ModelError]] = []
     primary = routes[0]
     for route in routes:
@@ -100,24 +115,53 @@ async def open_stream(
         attempt = 0
         while True:
             pieces: AsyncIterator[Message] | None = None
+            observer = current_observer.get()
+            call = None if observer is None else _observed(observer, route, asked, True)
             try:
                 pieces = aiter(route.client.astream(asked))
                 try:
-                    return await anext(pieces), pieces
+                    first = await anext(pieces)
                 except StopAsyncIteration:
-                    return None, pieces
+                    return None, pieces, call
+                if call is not None:
+                    call.first_piece()
+                return first, pieces, call
             except ModelError as error:
                 await close(pieces)  # the provider stream, now and not by the GC
+                if call is not None:
+                    await call.failed(error)
                 wait = _retry_wait(error, attempt, config)
                 if wait is None:
-                    _give_up(route.model, error, attempt, failures, config)
+                    _give_up(route.model, error, attempt, failures, config, route is routes[-1])
                     break
                 attempt += 1
+                _retrying(route.model, error, attempt, wait)
                 await retry.sleep(wait)
-            except BaseException:
+            except BaseException as error:
                 await close(pieces)
+                if call is not None:
+                    await call.failed(error)
                 raise
     raise _final(failures)
+
+
+def _observed(observer: Observer, route: Route, request: ModelRequest, streamed: bool) -> ModelCall:
+    """The run's record of one call to `route`'s model."""
+    provider = None
+    find = getattr(route.client, "provider", None)
+    if callable(find):
+        try:
+            provider = find(request.model)
+        except Exception:  # a name the client cannot route: the call itself will say so
+            provider = None
+    free = getattr(route.client, "free", False) is True
+    return observer.model_call(
+        request.model, provider, streamed, request.settings, request.messages, free
+    )
+
+
+def _retrying(model: str, error: ModelError, attempt: int, wait: float) -> None:
+    log.info("model %s failed (%s); retry %d in %.2f s", model, type(error).__name__, attempt, wait)
 
 
 async def close(pieces: AsyncIterator[Message] | None) -> None:
@@ -133,14 +177,24 @@ async def stream(
     """The pieces and then the complete answer of the first model in `routes` that gives
     one. A failure after the first piece went out is raised, not retried: the consumer has
     already shown that text. (`open_stream` without a layer of its own per piece.)"""
-    first, pieces = await open_stream(routes, request, config)
+    first, pieces, call = await open_stream(routes, request, config)
+    final: Message | None = None
     try:
         if first is not None:
             yield first
             async for message in pieces:
+                if not message.delta:
+                    final = message
                 yield message
+    except BaseException as error:
+        if call is not None:
+            await call.failed(error)
+            call = None
+        raise
     finally:  # if we stop early: the provider stream is closed now, not by the GC
         await close(pieces)
+    if call is not None:
+        await call.ended(final)
 
 
 def _for_route(request: ModelRequest, route: Route, primary: Route) -> ModelRequest:
@@ -196,6 +250,7 @@ def _give_up(
     retries: int,
     failures: list[tuple[str, ModelError]],
     config: RetryConfig,
+    last: bool = True,
 ) -> None:
     """Record that this model failed for good; raise now unless a fallback model may do
     better (a transient failure, or a context window a larger model may hold)."""
@@ -205,6 +260,11 @@ def _give_up(
     failures.append((model, error))
     if not (is_retryable(error, config) or isinstance(error, ModelContextWindowError)):
         raise _final(failures)
+    if not last:
+        log.warning(
+            "model %s failed (%s)%s; trying the next fallback model", model,
+            type(error).__name__, f" after {retries} retries" if retries else "",
+        )  # fmt: skip
 
 
 def _final(failures: list[tuple[str, ModelError]]) -> ModelError:

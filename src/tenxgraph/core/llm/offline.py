@@ -124,6 +124,7 @@ class TestModel:
     it answers with a made-up object of that schema. Select it with `Agent("test")`."""
 
     __test__ = False  # not a pytest test class
+    free = True  # its calls cost nothing (a run's cost counts them at 0, not as unknown)
 
     def __init__(self, *, text: str | None = None, call_tools: bool | Sequence[str] = True) -> None:
         self.text = text
@@ -212,6 +213,8 @@ class FunctionModel:
     are; the final message then starts with one `ReasoningBlock` of them all (and has
     `reasoning` set), its usage counting them as reasoning tokens.
     """
+
+    free = True  # its calls cost nothing (a run's cost counts them at 0, not as unknown)
 
     function: ReplyFunc
     stream_function: StreamFunc | None = None

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tenxgraph.core.state.usage import USAGE_KEY, Usage
+
 
 class ExecutionStatus(StrEnum):
     """Lifecycle of a run on a thread."""
@@ -78,6 +80,11 @@ class ExecutionState(BaseModel):
         self.interrupt_reason = None
         self.interrupt_data = None
         self.status = ExecutionStatus.RUNNING
+
+    @property
+    def usage(self) -> Usage:
+        """What the thread's model calls have cost so far, every run added up."""
+        return Usage.from_dict(self.internal_data.get(USAGE_KEY))
 
     def is_interrupted(self) -> bool:
         return self.status in _INTERRUPTED

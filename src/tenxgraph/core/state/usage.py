@@ -1,0 +1,96 @@
+"""`Usage`: what model calls cost, added up over a run or a whole thread.
+
+Tokens come from each call's `TokenUsages`; the cost from litellm's price table (kept on the
+answer as ``metadata["cost"]``). A call without a known price is counted, never guessed: the
+total cost is then unknown (None) and `unpriced_calls` says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from tenxgraph.core.state.message import TokenUsages
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts and cost of a number of model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model_calls: int = 0
+    priced_cost: float = 0.0  # the cost of the calls whose price is known
+    unpriced_calls: int = 0
+
+    @property
+    def cost(self) -> float | None:
+        """The cost in US dollars; None when a call's price is unknown (never a guess)."""
+        return None if self.unpriced_calls else self.priced_cost
+
+    def add_call(self, tokens: TokenUsages | None, cost: float | None) -> None:
+        """Count one model call."""
+        self.model_calls += 1
+        if tokens is not None:
+            self.input_tokens += tokens.prompt_tokens
+            self.output_tokens += tokens.completion_tokens
+            self.reasoning_tokens += tokens.reasoning_tokens
+            self.cache_read_tokens += tokens.cache_read_input_tokens
+            self.cache_write_tokens += tokens.cache_creation_input_tokens
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.priced_cost += cost
+
+    def add(self, other: Usage) -> None:
+        for name in _NAMES:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def minus(self, other: Usage) -> Usage:
+        """What was counted here since `other` (an earlier copy) was taken."""
+        return Usage(*(getattr(self, n) - getattr(other, n) for n in _NAMES))
+
+    def copy(self) -> Usage:
+        return Usage(*(getattr(self, n) for n in _NAMES))
+
+    def as_token_usage(self) -> dict[str, Any]:
+        """The `token_usage` of a run's result (10xgraph's four keys first)."""
+        return {
+            "total_input_tokens": self.input_tokens,
+            "total_output_tokens": self.output_tokens,
+            "total_reasoning_tokens": self.reasoning_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+            "total_cache_read_tokens": self.cache_read_tokens,
+            "total_cache_write_tokens": self.cache_write_tokens,
+            "model_calls": self.model_calls,
+            "cost": self.cost,
+            "unpriced_calls": self.unpriced_calls,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (plain JSON numbers)."""
+        return {n: getattr(self, n) for n in _NAMES}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Usage:
+        """A stored `Usage` back; anything unreadable counts as nothing (it is a tally,
+        never a reason to refuse a thread)."""
+        if not isinstance(data, dict):
+            return cls()
+        found = cls()
+        for name in _NAMES:
+            value = data.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                setattr(found, name, float(value) if name == "priced_cost" else int(value))
+        return found
+
+
+_NAMES = tuple(f.name for f in fields(Usage))
+
+#: where a thread's running total is kept: `execution_meta.internal_data[USAGE_KEY]`
+USAGE_KEY = "usage"
+
+__all__ = ["USAGE_KEY", "Usage"]

@@ -1,0 +1,119 @@
+"""What a run tells its hooks: one frozen record per thing that happened.
+
+Records carry names, ids, timings, counts and errors, never message contents: a hook that
+wants the conversation reads it from the state (`aget_state`) on purpose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenxgraph.core.state.message import TokenUsages
+from tenxgraph.core.state.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    thread_id: str
+    graph: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """`status` is ``"completed"``, ``"interrupted"`` (paused for a person, or stopped) or
+    ``"error"``; `usage` is what this run's model calls cost."""
+
+    run_id: str
+    thread_id: str
+    graph: str
+    status: str
+    duration: float  # seconds
+    usage: Usage
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStarted:
+    run_id: str
+    thread_id: str
+    node: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFinished:
+    run_id: str
+    thread_id: str
+    node: str
+    step: int
+    duration: float
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFinished:
+    """One call to one model (each retry and fallback is a call of its own). `cost` is in
+    US dollars from litellm's price table, None when the model has no known price."""
+
+    run_id: str
+    thread_id: str
+    node: str | None
+    model: str
+    provider: str | None
+    streamed: bool
+    duration: float
+    usage: TokenUsages | None = None
+    cost: float | None = None
+    finish_reason: str | None = None
+    time_to_first_token: float | None = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """One tool call; `replayed` when its recorded result was used instead of running it."""
+
+    run_id: str
+    thread_id: str
+    node: str
+    tool: str
+    call_id: str
+    duration: float
+    is_error: bool
+    replayed: bool
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The run paused: at a breakpoint, an `interrupt()` call, or a stop request."""
+
+    run_id: str
+    thread_id: str
+    node: str
+    reason: str
+    data: dict[str, Any] | None = None
+
+
+Event = (
+    RunStarted
+    | RunFinished
+    | NodeStarted
+    | NodeFinished
+    | ModelCallFinished
+    | ToolFinished
+    | Interrupted
+)
+
+__all__ = [
+    "Event",
+    "Interrupted",
+    "ModelCallFinished",
+    "NodeFinished",
+    "NodeStarted",
+    "RunFinished",
+    "RunStarted",
+    "ToolFinished",
+]

@@ -1,0 +1,474 @@
+"""`Observer`: what one run reports, and to whom.
+
+Every run has one. It always adds up what the run's model calls cost (the result's
+`token_usage` and the thread's running total); it tells hooks, OpenTelemetry and the
+``tenxgraph`` loggers only what they listen for. With no hook, no tracer provider and INFO off,
+a run pays a few attribute reads per step and nothing per streamed chunk.
+
+The run's observer is reachable from the code it runs (`current_observer`), so a model call
+or a tool call inside a node reports to it without being handed anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.core.redaction import get_logger
+from tenxgraph.core.state.message import Message
+from tenxgraph.core.state.usage import USAGE_KEY, Usage
+from tenxgraph.observability.events import (
+    Interrupted,
+    ModelCallFinished,
+    NodeFinished,
+    NodeStarted,
+    RunFinished,
+    RunStarted,
+    ToolFinished,
+)
+from tenxgraph.observability.hooks import Dispatch
+from tenxgraph.utils.interrupt import current_scope
+
+if TYPE_CHECKING:
+    pass
+
+run_log = get_logger("tenxgraph.run")
+model_log = get_logger("tenxgraph.model")
+tool_log = get_logger("tenxgraph.tools")
+
+#: the environment variable of the GenAI conventions that opts in to recording contents
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CONTENT_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event", "event_only"})
+
+#: where a paused run's span is kept with the thread: `execution_meta.internal_data[TRACE_KEY]`
+TRACE_KEY = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class Tracing:
+    """How a graph's runs are traced with OpenTelemetry.
+
+    `tracer_provider`: None uses the global one (``trace.set_tracer_provider``), if one was
+    set; a provider object uses that one. `record_content`: whether prompts, answers, tool
+    arguments and results go on the spans; None reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_
+    MESSAGE_CONTENT`` (off unless it says ``true``). `enabled=False` traces nothing.
+    """
+
+    tracer_provider: Any = None
+    record_content: bool | None = None
+    enabled: bool = True
+
+    def content(self) -> bool:
+        if self.record_content is not None:
+            return self.record_content
+        return os.environ.get(CONTENT_ENV, "").strip().lower() in _CONTENT_ON
+
+
+DEFAULT_TRACING = Tracing()
+_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, its tracer)
+
+
+def tracer_for(settings: Tracing) -> Any:
+    """The tracer runs use, or None when nobody configured tracing: OpenTelemetry not
+    imported by anyone (so not set up), or its global provider never set."""
+    if not settings.enabled:
+        return None
+    provider = settings.tracer_provider
+    if provider is None:
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None:
+            return None
+        provider = api.get_tracer_provider()
+        if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
+            return None
+    found = _tracers.get(id(provider))
+    if found is None or found[0] is not provider:
+        from tenxgraph import __version__
+
+        found = (provider, provider.get_tracer("tenxgraph", __version__))
+        if len(_tracers) > 64:
+            _tracers.clear()
+        _tracers[id(provider)] = found
+    return found[1]
+
+
+def _tracing() -> Any:
+    from tenxgraph.observability import tracing
+
+    return tracing
+
+
+class Observer:
+    """One run's reports. `watching` is False when no hook and no tracer listen."""
+
+    __slots__ = (
+        "_tallied",
+        "content",
+        "context",
+        "counted",
+        "graph",
+        "hooks",
+        "run_id",
+        "span",
+        "started",
+        "thread_id",
+        "tracer",
+        "usage",
+        "watching",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        thread_id: str,
+        graph: str,
+        hooks: Dispatch | None,
+        tracer: Any,
+        content: bool,
+    ) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.graph = graph
+        self.hooks = hooks
+        self.tracer = tracer
+        self.content = content and tracer is not None
+        self.watching = hooks is not None or tracer is not None
+        self.usage = Usage()
+        self.counted: set[str | int] = set()  # answers whose calls are in `usage`
+        self.started = 0.0
+        self.span: Any = None
+        self.context: Any = None  # the OpenTelemetry context with the run's span
+        self._tallied = Usage()  # what has gone into the thread's total so far
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run_started(self) -> None:
+        self.started = time.perf_counter()
+        if self.tracer is not None:
+            self.span, self.context = _tracing().start_run(
+                self.tracer, self.graph, self.thread_id, self.run_id
+            )
+        if run_log.isEnabledFor(logging.INFO):
+            run_log.info(
+                "run started: graph=%s thread=%s run=%s", self.graph, self.thread_id, self.run_id
+            )
+        if self.hooks is not None:
+            await self.hooks.emit(RunStarted(self.run_id, self.thread_id, self.graph))
+
+    def resumed(self, paused: Any) -> None:
+        """This run continues one that paused (maybe in another process): link their spans."""
+        if self.span is not None and paused is not None:
+            _tracing().link_to(self.span, paused)
+
+    async def run_finished(
+        self, error: BaseException | None, interrupt: tuple[str, str] | None
+    ) -> None:
+        taken = time.perf_counter() - self.started
+        if error is None:
+            status = "interrupted" if interrupt is not None else "completed"
+        elif isinstance(error, Exception):
+            status = "error"
+        else:
+            status = "cancelled"
+        usage = self.usage
+        if self.span is not None:
+            _tracing().end_run(self.span, status, usage, error if status == "error" else None,
+                               interrupt)  # fmt: skip
+        if status == "error":
+            run_log.error(
+                "run failed: graph=%s thread=%s run=%s after %.1f ms: %s: %s",
+                self.graph, self.thread_id, self.run_id, taken * 1e3,
+                type(error).__name__, error,
+            )  # fmt: skip
+        elif run_log.isEnabledFor(logging.INFO):
+            cost = usage.cost
+            run_log.info(
+                "run %s: graph=%s thread=%s run=%s in %.1f ms; %d model calls, %d input and "
+                "%d output tokens, cost %s%s",
+                status, self.graph, self.thread_id, self.run_id, taken * 1e3,
+                usage.model_calls, usage.input_tokens, usage.output_tokens,
+                "unknown" if cost is None else f"${cost:.6f}",
+                "" if interrupt is None else f"; paused at {interrupt[0]} ({interrupt[1]})",
+            )  # fmt: skip
+        if self.hooks is not None:
+            event = RunFinished(
+                self.run_id, self.thread_id, self.graph, status, taken, usage.copy(), error
+            )
+            await self.hooks.emit(event)
+
+    async def interrupted(
+        self, node: str, reason: str, data: dict[str, Any] | None, internal: dict[str, Any]
+    ) -> None:
+        """The run pauses: keep where its span is (for the run that resumes), tell hooks."""
+        if self.span is not None:
+            internal[TRACE_KEY] = _tracing().mark(self.span)
+        if run_log.isEnabledFor(logging.INFO):
+            run_log.info(
+                "run paused: thread=%s run=%s at node %s (%s)", self.thread_id, self.run_id,
+                node, reason,
+            )  # fmt: skip
+        if self.hooks is not None:
+            await self.hooks.emit(Interrupted(self.run_id, self.thread_id, node, reason, data))
+
+    def tally(self, internal: dict[str, Any]) -> None:
+        """Add what was spent since the last tally to the thread's running total (saved with
+        the next checkpoint)."""
+        usage = self.usage
+        if usage.model_calls == self._tallied.model_calls:
+            return
+        total = Usage.from_dict(internal.get(USAGE_KEY))
+        total.add(usage.minus(self._tallied))
+        internal[USAGE_KEY] = total.to_dict()
+        self._tallied = usage.copy()
+
+    def count_answers(self, messages: Sequence[Message]) -> None:
+        """Count answers a node made without a model call we saw (its own client, say)."""
+        counted = self.counted
+        for message in messages:
+            if message.usages is not None and message.message_id not in counted:
+                counted.add(message.message_id)
+                self.usage.add_call(message.usages, _cost_of(message))
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def node(self, name: str, step: int) -> NodeWatch | None:
+        return NodeWatch(self, name, step) if self.watching else None
+
+    # -- model calls -----------------------------------------------------------------------
+
+    def model_call(
+        self,
+        model: str,
+        provider: str | None,
+        streamed: bool,
+        settings: Mapping[str, Any],
+        messages: Sequence[Message],
+        free: bool = False,
+    ) -> ModelCall:
+        span = None
+        if self.tracer is not None:
+            span = _tracing().start_model(
+                self.tracer, model, provider, streamed, settings,
+                messages if self.content else None,
+            )  # fmt: skip
+        return ModelCall(self, model, provider, streamed, span, free)
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    def tool(self, node: str, tool: str, call_id: str, args: Any) -> ToolWatch | None:
+        if not self.watching:
+            return None
+        span = None
+        if self.tracer is not None:
+            span = _tracing().start_tool(self.tracer, tool, call_id, args if self.content else None)
+        return ToolWatch(self, node, tool, call_id, span)
+
+
+def _cost_of(message: Message) -> float | None:
+    meta = message.metadata
+    cost = meta.get("cost")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        return float(cost)
+    return None
+
+
+class NodeWatch:
+    """One node execution: its span (current while the node's code runs) and its hooks."""
+
+    __slots__ = ("context", "name", "observer", "started", "step")
+
+    def __init__(self, observer: Observer, name: str, step: int) -> None:
+        self.observer = observer
+        self.name = name
+        self.step = step
+        self.started = 0.0
+        self.context: Any = None
+
+    async def start(self) -> None:
+        observer = self.observer
+        self.started = time.perf_counter()
+        if observer.tracer is not None:
+            self.context = _tracing().start_node(
+                observer.tracer, observer.context, self.name, self.step
+            )
+        if observer.hooks is not None:
+            await observer.hooks.emit(
+                NodeStarted(observer.run_id, observer.thread_id, self.name, self.step)
+            )
+
+    def enter(self) -> object | None:
+        """Make the node's span current (for what the node calls); the token to `leave`."""
+        return None if self.context is None else _tracing().attach(self.context)
+
+    def leave(self, token: object | None) -> None:
+        if token is not None:
+            _tracing().detach(token)
+
+    async def end(self, error: BaseException | None) -> None:
+        observer = self.observer
+        failed = error if isinstance(error, Exception) else None
+        if self.context is not None:
+            tracing = _tracing()
+            span = tracing.span_of(self.context)
+            if error is not None and failed is None:  # an interrupt, a stop: not an error
+                span.set_attribute("tenxgraph.paused", True)
+            tracing.finish(span, failed)
+        if observer.hooks is not None:
+            taken = time.perf_counter() - self.started
+            await observer.hooks.emit(
+                NodeFinished(
+                    observer.run_id, observer.thread_id, self.name, self.step, taken, failed
+                )
+            )
+
+
+class ModelCall:
+    """One call to one model, from the request to its answer (or failure)."""
+
+    __slots__ = ("first", "free", "model", "observer", "provider", "span", "started", "streamed")
+
+    def __init__(
+        self,
+        observer: Observer,
+        model: str,
+        provider: str | None,
+        streamed: bool,
+        span: Any,
+        free: bool = False,
+    ) -> None:
+        self.free = free  # an offline model: its calls cost 0
+        self.observer = observer
+        self.model = model
+        self.provider = provider
+        self.streamed = streamed
+        self.span = span
+        self.started = time.perf_counter()
+        self.first: float | None = None  # seconds to the first streamed piece
+
+    def first_piece(self) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.started
+
+    async def finished(self, answer: Message) -> None:
+        observer = self.observer
+        cost = _cost_of(answer)
+        if cost is None and self.free:
+            cost = 0.0
+        if answer.message_id not in observer.counted:
+            observer.counted.add(answer.message_id)
+            observer.usage.add_call(answer.usages, cost)
+        if self.span is not None:
+            _tracing().end_model(self.span, answer, cost, self.first, None, observer.content)
+        if observer.hooks is not None:
+            await self._emit(answer, cost, None)
+
+    async def ended(self, answer: Message | None) -> None:
+        """A stream ended: with its complete answer, or without one (an error)."""
+        if answer is not None:
+            await self.finished(answer)
+        else:
+            await self.failed(RuntimeError(f"the stream of {self.model} ended without an answer"))
+
+    async def failed(self, error: BaseException) -> None:
+        observer = self.observer
+        if self.span is not None:
+            _tracing().end_model(self.span, None, None, self.first, error, False)
+            self.span = None
+        if isinstance(error, Exception) and model_log.isEnabledFor(logging.INFO):
+            model_log.info("model call to %s failed: %s", self.model, type(error).__name__)
+        if observer.hooks is not None and isinstance(error, Exception):
+            await self._emit(None, None, error)
+
+    async def _emit(
+        self, answer: Message | None, cost: float | None, error: BaseException | None
+    ) -> None:
+        observer = self.observer
+        assert observer.hooks is not None
+        reason = answer.metadata.get("finish_reason") if answer is not None else None
+        await observer.hooks.emit(
+            ModelCallFinished(
+                observer.run_id,
+                observer.thread_id,
+                _node_now(),
+                self.model,
+                self.provider,
+                self.streamed,
+                time.perf_counter() - self.started,
+                answer.usages if answer is not None else None,
+                cost,
+                reason if isinstance(reason, str) else None,
+                self.first,
+                error,
+            )
+        )
+
+
+class ToolWatch:
+    """One tool call: its span and its hooks."""
+
+    __slots__ = ("call_id", "node", "observer", "span", "started", "tool")
+
+    def __init__(self, observer: Observer, node: str, tool: str, call_id: str, span: Any) -> None:
+        self.observer = observer
+        self.node = node
+        self.tool = tool
+        self.call_id = call_id
+        self.span = span
+        self.started = time.perf_counter()
+
+    async def end(
+        self,
+        result: Message | None,
+        is_error: bool,
+        replayed: bool,
+        error: BaseException | None,
+    ) -> None:
+        observer = self.observer
+        if self.span is not None:
+            shown = result if observer.content else None
+            _tracing().end_tool(self.span, replayed, is_error, shown, error)
+        if observer.hooks is not None:
+            taken = time.perf_counter() - self.started
+            await observer.hooks.emit(
+                ToolFinished(
+                    observer.run_id,
+                    observer.thread_id,
+                    self.node,
+                    self.tool,
+                    self.call_id,
+                    taken,
+                    is_error,
+                    replayed,
+                    error if isinstance(error, Exception) else None,
+                )
+            )
+
+
+#: the observer of the run whose code is running (None outside a run)
+current_observer: ContextVar[Observer | None] = ContextVar("tenxgraph_observer", default=None)
+
+
+def _node_now() -> str | None:
+    """The node whose code is running (its interrupt scope knows)."""
+    scope = current_scope.get()
+    return None if scope is None else scope.node
+
+
+__all__ = [
+    "CONTENT_ENV",
+    "DEFAULT_TRACING",
+    "TRACE_KEY",
+    "ModelCall",
+    "NodeWatch",
+    "Observer",
+    "ToolWatch",
+    "Tracing",
+    "current_observer",
+    "tracer_for",
+]
