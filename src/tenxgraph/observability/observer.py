@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.redaction import get_logger
+from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.usage import USAGE_KEY, Usage
 from tenxgraph.observability.events import (
@@ -98,10 +99,16 @@ def tracer_for(settings: Tracing) -> Any:
     return found[1]
 
 
-def _tracing() -> Any:
-    from tenxgraph.observability import tracing
+_loaded: list[Any] = []
 
-    return tracing
+
+def _tracing() -> Any:
+    """The OpenTelemetry part, imported on first use (only ever with a tracer)."""
+    if not _loaded:
+        from tenxgraph.observability import tracing
+
+        _loaded.append(tracing)
+    return _loaded[0]
 
 
 class Observer:
@@ -220,7 +227,7 @@ class Observer:
         """Add what was spent since the last tally to the thread's running total (saved with
         the next checkpoint)."""
         usage = self.usage
-        if usage.model_calls == self._tallied.model_calls:
+        if usage.model_calls == self._tallied.model_calls:  # the usual step: no model call
             return
         total = Usage.from_dict(internal.get(USAGE_KEY))
         total.add(usage.minus(self._tallied))
@@ -237,8 +244,9 @@ class Observer:
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def node(self, name: str, step: int) -> NodeWatch | None:
-        return NodeWatch(self, name, step) if self.watching else None
+    def node(self, name: str, state: AgentState) -> NodeWatch:
+        """A node execution to watch (only asked for when `watching`)."""
+        return NodeWatch(self, name, state.execution_meta.step + 1)
 
     # -- model calls -----------------------------------------------------------------------
 

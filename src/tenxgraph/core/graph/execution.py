@@ -83,7 +83,7 @@ class NodeRunner:
         chunks = self.chunks
         want = self.want
         stream_deltas = StreamEvent.MESSAGE in want
-        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
+        watch = self.observer.node(spec.name, state) if self.observer.watching else None
         if watch is not None:
             await watch.start()
         failure: BaseException | None = None
@@ -131,14 +131,11 @@ class NodeRunner:
             if watch is not None:
                 await watch.end(failure)
 
-    async def run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
+    async def run(self, spec: NodeSpec, state: AgentState, watched: bool = False) -> NodeOutput:
         """Run a node that is not iterated (a function, or a generator answering at once)."""
-        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
-        if watch is None:
-            return await self._run(spec, state)
-        return await _watched(watch, self._run(spec, state))
-
-    async def _run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
+        if self.observer.watching and not watched:
+            watch = self.observer.node(spec.name, state)
+            return await _watched(watch, self.run(spec, state, True))
         guard = self.guard
         timeout = self.timeout
         guard.start(timeout)
@@ -231,10 +228,10 @@ class NodeRunner:
     async def _in_task(
         self, spec: NodeSpec, state: AgentState, queue: asyncio.Queue[Any]
     ) -> NodeOutput:
-        watch = self.observer.node(spec.name, state.execution_meta.step + 1)
-        if watch is None:
-            return await self._run_in_task(spec, state, queue)
-        return await _watched(watch, self._run_in_task(spec, state, queue))
+        if self.observer.watching:
+            watch = self.observer.node(spec.name, state)
+            return await _watched(watch, self._run_in_task(spec, state, queue))
+        return await self._run_in_task(spec, state, queue)
 
     async def _run_in_task(
         self, spec: NodeSpec, state: AgentState, queue: asyncio.Queue[Any]
