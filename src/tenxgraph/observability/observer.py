@@ -115,6 +115,7 @@ class Observer:
     """One run's reports. `watching` is False when no hook and no tracer listen."""
 
     __slots__ = (
+        "_base",
         "_tallied",
         "content",
         "context",
@@ -151,7 +152,8 @@ class Observer:
         self.started = 0.0
         self.span: Any = None
         self.context: Any = None  # the OpenTelemetry context with the run's span
-        self._tallied = Usage()  # what has gone into the thread's total so far
+        self._tallied = 0  # the calls that have gone into the thread's total so far
+        self._base: Usage | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -227,12 +229,12 @@ class Observer:
         """Add what was spent since the last tally to the thread's running total (saved with
         the next checkpoint)."""
         usage = self.usage
-        if usage.model_calls == self._tallied.model_calls:  # the usual step: no model call
+        if usage.model_calls == self._tallied:  # the usual step: no model call
             return
-        total = Usage.from_dict(internal.get(USAGE_KEY))
-        total.add(usage.minus(self._tallied))
-        internal[USAGE_KEY] = total.to_dict()
-        self._tallied = usage.copy()
+        if self._base is None:  # the thread's total before this run's first tally
+            self._base = Usage.from_dict(internal.get(USAGE_KEY))
+        internal[USAGE_KEY] = self._base.plus(usage)
+        self._tallied = usage.model_calls
 
     def count_answers(self, messages: Sequence[Message]) -> None:
         """Count answers a node made without a model call we saw (its own client, say)."""

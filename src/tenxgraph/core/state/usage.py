@@ -49,9 +49,9 @@ class Usage:
         for name in _NAMES:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    def minus(self, other: Usage) -> Usage:
-        """What was counted here since `other` (an earlier copy) was taken."""
-        return Usage(*(getattr(self, n) - getattr(other, n) for n in _NAMES))
+    def plus(self, other: Usage) -> dict[str, Any]:
+        """The stored form of this and `other` added up."""
+        return {n: getattr(self, n) + getattr(other, n) for n in _NAMES}
 
     def copy(self) -> Usage:
         return Usage(*(getattr(self, n) for n in _NAMES))
