@@ -50,6 +50,13 @@ def protect_logger(logger: logging.Logger | str) -> logging.Logger:
     return found
 
 
+# a library's loggers print nothing until the application configures logging (without a
+# handler anywhere, Python would print WARNING and above to stderr by itself)
+_LIBRARY = logging.getLogger("tenxgraph")
+if not any(isinstance(h, logging.NullHandler) for h in _LIBRARY.handlers):
+    _LIBRARY.addHandler(logging.NullHandler())
+
+
 def get_logger(name: str) -> logging.Logger:
     """`logging.getLogger(name)`, with credentials redacted from what it logs."""
     return protect_logger(name)
