@@ -148,8 +148,8 @@ async def open_stream(
 def _observed(observer: Observer, route: Route, request: ModelRequest, streamed: bool) -> ModelCall:
     """The run's record of one call to `route`'s model."""
     provider = None
-    find = getattr(route.client, "provider", None)
-    if callable(find):
+    find = getattr(route.client, "provider", None) if observer.watching else None
+    if callable(find):  # only hooks and spans tell the provider
         try:
             provider = find(request.model)
         except Exception:  # a name the client cannot route: the call itself will say so
