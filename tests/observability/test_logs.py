@@ -15,7 +15,7 @@ import httpx
 import pytest
 import respx
 
-from tenxgraph.core.exceptions import ThreadBusyError
+from tenxgraph.core.exceptions import LeaseLostError, ThreadBusyError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.llm import FunctionModel, RetryConfig, retry
 from tenxgraph.core.llm.summary import SummaryContextManager
@@ -303,6 +303,27 @@ async def test_a_run_rejected_on_a_busy_thread_is_a_warning(
     assert config["thread_id"] in rejected.getMessage()
     assert rejected.exc_info is None
     assert not [r for r in logs.records if r.levelno >= logging.ERROR]  # not a failure
+
+
+async def test_a_run_that_lost_its_thread_is_a_warning(logs: pytest.LogCaptureFixture) -> None:
+    store = InMemoryCheckpointer()
+    held = Held()
+    first_app = linear(("held", held), checkpointer=store)
+    other_app = linear(("quick", lambda state: "quick"), checkpointer=store)
+    config = thread()
+    async with asyncio.timeout(WAIT):
+        first = asyncio.create_task(first_app.ainvoke(inp("one"), config))
+        await held.inside.wait()
+        # its lease runs out (its process froze longer than the lease); another run takes over
+        store._threads[config["thread_id"]].lease_expires = 0.0
+        await other_app.ainvoke(inp("two"), config)
+        held.release.set()
+        with pytest.raises(LeaseLostError):
+            await first
+    [lost] = records(logs, "tenxgraph.threads", logging.WARNING)
+    assert lost.getMessage().startswith("run stopped:")
+    assert "lost its lease" in lost.getMessage()
+    assert not [r for r in logs.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_run_waiting_for_a_busy_thread_is_logged_at_info(
