@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from logging import Handler
+from typing import Any, TextIO
 
 from tenxgraph.cli._console import (
     EXIT_FAILED,
@@ -37,6 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     console = Console.detect()
+    logger, level, handler = _log_to(console.err, args)
+    try:
+        return _run(args, console)
+    finally:  # main() called in a process that goes on (a test, a script): as it was
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     problem = _bad_thread(args)
     if problem is not None:  # before anything is opened or written
         console.err.write(f"tenxgraph: error: {problem}\n")
@@ -62,6 +74,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.err.write(f"tenxgraph: error: {message}\n")
         console.err.flush()
         return code
+
+
+def _log_to(stream: TextIO, args: argparse.Namespace) -> tuple[logging.Logger, int, Handler]:
+    """Show the ``tenxgraph`` logs on `stream` at the level -v/-vv/--log-level chose (WARNING
+    by default): only tenxgraph's loggers, not the root logger, so never litellm's own
+    output. The logger, its level before, and the handler added, to undo it."""
+    name = args.log_level or ("WARNING", "INFO", "DEBUG")[min(args.verbose, 2)]
+    logger = logging.getLogger("tenxgraph")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_Format(name == "DEBUG"))
+    if args.log_level is None and not args.verbose:  # the command says why a run failed
+        handler.addFilter(lambda record: record.name != "tenxgraph.run")
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(getattr(logging, name))
+    return logger, before, handler
+
+
+class _Format(logging.Formatter):
+    """``time LEVEL logger: message``; the traceback of an error only at DEBUG (the command
+    already says what failed, in one line)."""
+
+    def __init__(self, tracebacks: bool) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.tracebacks = tracebacks
+
+    def formatException(self, ei: Any) -> str:
+        return super().formatException(ei) if self.tracebacks else ""
 
 
 def _bad_thread(args: argparse.Namespace) -> str | None:

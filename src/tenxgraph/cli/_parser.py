@@ -36,6 +36,19 @@ APP_HELP = (
 )
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(text: str) -> str:
+    """A `--log-level` value, by name in any case."""
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"unknown log level {text!r}; choose one of {', '.join(LOG_LEVELS)}"
+        )
+    return level
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tenxgraph",
@@ -44,6 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tenxgraph {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log what runs do on stderr: -v at INFO (each run's start and end, its tokens and "
+        "cost, retries, fallbacks), -vv at DEBUG",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=log_level,
+        metavar="LEVEL",
+        help="the level of the tenxgraph logs on stderr: DEBUG, INFO, WARNING (the default), "
+        "ERROR or CRITICAL; overrides -v",
+    )
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
 
     demo = commands.add_parser(

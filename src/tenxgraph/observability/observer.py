@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tenxgraph.core.exceptions import LeaseLostError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.message import Message
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 run_log = get_logger("tenxgraph.run")
 model_log = get_logger("tenxgraph.model")
 tool_log = get_logger("tenxgraph.tools")
+thread_log = get_logger("tenxgraph.threads")
 
 #: the environment variable of the GenAI conventions that opts in to recording contents
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -189,11 +191,17 @@ class Observer:
         if self.span is not None:
             _tracing().end_run(self.span, status, usage, error if status == "error" else None,
                                interrupt)  # fmt: skip
-        if status == "error":
+        if status == "error" and _conflict(error):  # another run has the thread: no traceback
+            thread_log.warning(
+                "run %s: graph=%s thread=%s run=%s after %.1f ms: %s",
+                "rejected" if isinstance(error, ThreadBusyError) else "stopped", self.graph,
+                self.thread_id, self.run_id, taken * 1e3, error,
+            )  # fmt: skip
+        elif status == "error":  # a node's error, logged here only (once, with its traceback)
             run_log.error(
                 "run failed: graph=%s thread=%s run=%s after %.1f ms: %s: %s",
                 self.graph, self.thread_id, self.run_id, taken * 1e3,
-                type(error).__name__, error,
+                type(error).__name__, error, exc_info=error,
             )  # fmt: skip
         elif run_log.isEnabledFor(logging.INFO):
             cost = usage.cost
@@ -278,6 +286,11 @@ class Observer:
         if self.tracer is not None:
             span = _tracing().start_tool(self.tracer, tool, call_id, args if self.content else None)
         return ToolWatch(self, node, tool, call_id, span)
+
+
+def _conflict(error: BaseException | None) -> bool:
+    """Whether the run failed because another run holds or took its thread."""
+    return isinstance(error, ThreadBusyError | LeaseLostError | StaleStateError)
 
 
 def _cost_of(message: Message) -> float | None:

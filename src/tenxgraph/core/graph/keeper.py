@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import StaleStateError, ThreadBusyError
 from tenxgraph.core.graph.guard import Guard
+from tenxgraph.core.graph.threads import log
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer.lease import Lease, lost_error, new_owner
 
@@ -157,7 +158,9 @@ class Keeper:
             return
         try:
             kept = await checkpointer.arenew_lease(self.thread_id, lease)
-        except Exception:  # storage hiccup: try again at the next beat; a save would tell
+        except Exception as exc:  # storage hiccup: try again at the next beat; a save would tell
+            log.warning("thread %s: renewing the lease failed (%s); trying again at the next "
+                        "beat", self.thread_id, type(exc).__name__)  # fmt: skip
             kept = True
         if not kept and self.holding:  # taken over by another run: this one must stop now
             self.lost = True

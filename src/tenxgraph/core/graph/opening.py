@@ -18,7 +18,7 @@ from tenxgraph.core.graph.keeper import Keeper
 from tenxgraph.core.graph.merge import assign, copy_message, input_messages, log_entries, set_fields
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
-from tenxgraph.core.graph.threads import Threads
+from tenxgraph.core.graph.threads import Threads, log
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
@@ -71,10 +71,16 @@ class Opening:
                 assert checkpointer is not None  # only a checkpointer has leases
                 holder = str(busy.context.get("holder") or "")
                 if owner_is_dead(holder):  # crashed on this machine: no need to wait
+                    _taking_over(self.settings.thread_id, holder)
                     await checkpointer.arelease_lease(self.settings.thread_id, holder)
                     continue
                 if strategy == "reject":
                     raise
+                log.info(
+                    "thread %s is held by run %s (another app or process): %s",
+                    self.settings.thread_id, holder,
+                    "asking it to stop, then waiting" if strategy == "interrupt" else "waiting",
+                )  # fmt: skip
                 if strategy == "interrupt":
                     await checkpointer.arequest_stop(self.settings.thread_id)
                 await self._wait_for_thread(deadline)
@@ -96,6 +102,7 @@ class Opening:
             if holder is None:
                 return
             if owner_is_dead(holder.owner):
+                _taking_over(thread_id, holder.owner)
                 await checkpointer.arelease_lease(thread_id, holder.owner)
                 return
             left = None if deadline is None else deadline - time.monotonic()
@@ -240,6 +247,11 @@ class Opening:
                     f"{type(state).__name__} has {sorted(fields - RESERVED_FIELDS)}"
                 )
             assign(state, name, value, "input['state']")
+
+
+def _taking_over(thread_id: str, holder: str) -> None:
+    log.info("thread %s: its holder %s is gone (its process ended); taking it over", thread_id,
+             holder)  # fmt: skip
 
 
 def _checked_input(data: Any) -> dict[str, Any]:

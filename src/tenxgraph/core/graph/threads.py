@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.program import Program
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
+
+log = get_logger("tenxgraph.threads")
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 LIVE_BYTES = 256 * 2**20  # per app: and at most about this much memory for their messages
@@ -76,6 +79,11 @@ class Threads:
             raise busy_error(thread_id, owner, None)
         if strategy == "interrupt" and holder is not None:
             holder.request_stop()
+        log.info(
+            "thread %s is held by %s: %s", thread_id, owner,
+            "stopping that run, then taking the thread" if strategy == "interrupt"
+            else "waiting for its turn",
+        )  # fmt: skip
         turn = loop.create_future()
         waiting.append(turn)
         try:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenxgraph.core.state.agent_state import AgentState
-from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.core.state.context_manager import BaseContextManager, log_trim
+from tenxgraph.core.state.context_manager import log as context_log
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
 from tenxgraph.core.state.reducers import remove_tool_messages
@@ -206,6 +207,8 @@ class SummaryContextManager(BaseContextManager[S]):
         record = {"text": summary, "upto": start + cut - 1, "id": rest[cut - 1].message_id}
         record["system"] = pinned
         kept = [context[i] for i in pinned] + list(rest[cut:])
+        if context_log.isEnabledFor(logging.INFO):
+            log_trim(self, state, len(kept), len(older), "summarised")
         return _view(state, kept, (summary, record))
 
     async def _summarize(self, previous: str | None, messages: list[Message]) -> str:

@@ -29,6 +29,27 @@ class RedactingFilter(logging.Filter):
 
 _FILTER = RedactingFilter()
 
+
+class DebugOptInFilter(logging.Filter):
+    """Drops a third-party logger's DEBUG records unless that logger itself was set to DEBUG.
+
+    litellm and the openai SDK log every request at DEBUG, prompts and tool arguments
+    included: a root logger at DEBUG (``logging.basicConfig(level=logging.DEBUG)``) would
+    write conversations to the logs. Asking the library itself (``LITELLM_LOG=DEBUG``,
+    ``logging.getLogger("LiteLLM").setLevel(logging.DEBUG)``) still shows them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.INFO:
+            return True
+        own = logging.getLogger(record.name).level
+        return logging.NOTSET < own <= record.levelno
+
+
+_QUIET = DebugOptInFilter()
+
+# the ones that log request contents at DEBUG
+CONTENT_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "openai", "openai._base_client")
+
 # loggers of the libraries on the model path; some log a provider's error body at DEBUG
 THIRD_PARTY_LOGGERS = (
     "LiteLLM",
@@ -63,9 +84,14 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def protect_loggers() -> None:
-    """Protect the model path's third-party loggers and every tenxgraph logger created so far."""
+    """Protect the model path's third-party loggers and every tenxgraph logger created so far;
+    keep the request dumps of litellm and the openai SDK for who asks those libraries."""
     for name in THIRD_PARTY_LOGGERS:
         protect_logger(name)
+    for name in CONTENT_LOGGERS:
+        found = logging.getLogger(name)
+        if _QUIET not in found.filters:
+            found.addFilter(_QUIET)
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger) and (
             name == "tenxgraph" or name.startswith("tenxgraph.")
@@ -74,7 +100,9 @@ def protect_loggers() -> None:
 
 
 __all__ = [
+    "CONTENT_LOGGERS",
     "THIRD_PARTY_LOGGERS",
+    "DebugOptInFilter",
     "RedactingFilter",
     "get_logger",
     "protect_logger",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.reducers import remove_tool_messages
 
 S = TypeVar("S", bound=AgentState)
+
+log = get_logger("tenxgraph.context")
 
 
 class BaseContextManager(ABC, Generic[S]):
@@ -78,10 +82,21 @@ class MessageContextManager(BaseContextManager[S]):
         kept = self.trim_messages(state.context)
         if len(kept) == len(state.context):
             return state
+        if log.isEnabledFor(logging.INFO):
+            log_trim(self, state, len(kept), len(state.context) - len(kept), "dropped")
         return state.model_copy(update={"context": kept})
 
     async def atrim_context(self, state: S) -> S:
         return self.trim_context(state)
+
+
+def log_trim(manager: object, state: AgentState, kept: int, dropped: int, how: str) -> None:
+    """One INFO record for a trim that left messages out of the model's view: counts and the
+    thread, never contents."""
+    log.info(
+        "%r: context of thread %s trimmed: %d messages kept, %d %s", manager,
+        state.execution_meta.thread_id or "-", kept, dropped, how,
+    )  # fmt: skip
 
 
 def _start_of_last_turns(messages: list[Message], turns: int) -> int:
