@@ -375,3 +375,39 @@ async def test_a_failed_model_attempt_is_reported_then_the_answer() -> None:
     assert answered.error is None
     assert answered.cost == pytest.approx(cost_of(1))
     assert result["token_usage"]["model_calls"] == 1
+
+
+async def test_a_react_agent_takes_hooks_and_a_name_at_compile() -> None:
+    from tenxgraph.prebuilt import ReactAgent
+
+    hook = Record()
+    app = ReactAgent(Priced(tool_rounds(1)), [add], retry_config=RETRY).compile(
+        hooks=[hook], name="react"
+    )
+    await app.ainvoke(said("sum"), thread())
+    assert hook.events[0].graph == "react"
+    assert len(hook.of(ToolFinished)) == 2
+    assert hook.events[-1].status == "completed"
+    with pytest.raises(TypeError, match="hook"):
+        ReactAgent(Priced(tool_rounds(0)), [add]).compile(hooks=[1])
+
+
+async def test_a_stream_the_consumer_stops_reading_ends_cancelled_and_still_counts() -> None:
+    import contextlib
+
+    hook = Record()
+    model = Priced(tool_rounds(1))
+    app = tool_loop(model, hooks=hook)
+    config = thread()
+    async with contextlib.aclosing(app.astream(said("sum"), config)) as chunks:
+        async for chunk in chunks:
+            if chunk.message is not None and chunk.message.role == "tool":
+                break  # after the first model call and the tools
+    finished = hook.events[-1]
+    assert isinstance(finished, RunFinished)
+    assert finished.status == "cancelled"
+    assert finished.error is not None
+    assert finished.usage.model_calls == model.calls == 1
+    state = await app.aget_state(config)
+    assert state is not None
+    assert state.execution_meta.usage.model_calls == 1  # what was spent stays counted

@@ -22,8 +22,9 @@ class RunStarted:
 
 @dataclass(frozen=True, slots=True)
 class RunFinished:
-    """`status` is ``"completed"``, ``"interrupted"`` (paused for a person, or stopped) or
-    ``"error"``; `usage` is what this run's model calls cost."""
+    """`status` is ``"completed"``, ``"interrupted"`` (paused for a person, or stopped),
+    ``"error"`` (`error` says which), or ``"cancelled"`` (its task was cancelled, or the
+    consumer of `astream` stopped reading); `usage` is what this run's model calls cost."""
 
     run_id: str
     thread_id: str
