@@ -411,3 +411,13 @@ async def test_a_stream_the_consumer_stops_reading_ends_cancelled_and_still_coun
     state = await app.aget_state(config)
     assert state is not None
     assert state.execution_meta.usage.model_calls == 1  # what was spent stays counted
+
+
+async def test_the_interrupt_event_carries_the_interrupt_as_the_caller_gets_it() -> None:
+    hook = Record()
+    app = tool_loop(Priced(tool_rounds(1)), ToolNode([add], requires_approval=True), hooks=hook)
+    paused = await app.ainvoke(said("sum"), thread())
+    (pause,) = hook.of(Interrupted)
+    assert pause.data == paused["interrupt"]  # the question, with the pending calls' arguments
+    assert pause.reason == "tool_approval"
+    assert [c["id"] for c in pause.data["value"]["tool_calls"]] == ["c1a", "c1b"]
