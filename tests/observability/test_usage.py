@@ -10,6 +10,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -435,3 +436,35 @@ async def test_an_interrupt_in_a_node_keeps_the_runs_calls_in_the_thread() -> No
     state = await app.aget_state(config)
     assert state is not None
     assert state.execution_meta.usage.model_calls == 1  # resuming called no model
+
+
+async def test_a_step_that_fails_after_a_call_still_adds_it_to_the_thread(
+    backend: Backend,
+) -> None:
+    answered = asyncio.Event()
+
+    def reply(messages: list[Message]) -> str:
+        answered.set()
+        return "ok"
+
+    model = Priced(reply)
+
+    async def boom(state: AgentState) -> None:  # beside the agent, in the same step
+        await answered.wait()
+        raise ValueError("after the model answered")
+
+    graph = StateGraph()
+    graph.add_node("agent", Agent(model, retry_config=RETRY))
+    graph.add_node("boom", boom)
+    graph.add_edge(START, "agent")
+    graph.add_edge(START, "boom")
+    app = graph.compile(checkpointer=backend.store)
+    config = thread()
+    with pytest.raises(Exception, match="after the model answered"):
+        await app.ainvoke(said("hi"), config)
+    state = await app.aget_state(config)
+    assert state is not None
+    assert [m.role for m in state.context] == ["user"]  # the failed step left nothing...
+    total = state.execution_meta.usage
+    assert total.model_calls == 1  # ...but the money it spent
+    assert total.cost == pytest.approx(model.expected()[2])
