@@ -11,8 +11,10 @@ import pytest
 
 from tenxgraph.cli import threads as threads_cli
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import BaseCheckpointer, PgCheckpointer, SqliteCheckpointer
 from tests.cli.conftest import Cli
+from tests.observability._usage_models import Priced, add, tool_rounds
 from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
 
 
@@ -297,3 +299,55 @@ def test_bad_store_options_are_usage_errors(cli: Cli, args: list[str], message: 
     result = cli("threads", "list", *args)
     assert result.code == 2
     assert message in result.err
+
+
+# -- the thread's running usage ---------------------------------------------------------------
+
+
+def _priced_thread(path: str, thread: str, priced: list[bool]) -> list[dict[str, object]]:
+    """A thread with one run per entry of `priced`: one model call each, priced or not;
+    the runs' `token_usage`."""
+
+    async def fill() -> list[dict[str, object]]:
+        store = SqliteCheckpointer(path)
+        try:
+            found = []
+            for n, is_priced in enumerate(priced):
+                model = Priced(tool_rounds(0), priced=is_priced)
+                app = ReactAgent(model, [add]).compile(checkpointer=store)
+                result = await app.ainvoke(
+                    {"messages": [Message.text_message(f"q{n}")]}, {"thread_id": thread}
+                )
+                found.append(result["token_usage"])
+            return found
+        finally:
+            await store.aclose()
+
+    return asyncio.run(fill())
+
+
+def test_show_prints_the_threads_running_usage_and_cost(cli: Cli, tmp_path: Path) -> None:
+    path = str(tmp_path / "u.db")
+    runs = _priced_thread(path, "u", [True, True])
+    result = cli("threads", "show", "u", "--db", path)
+    assert result.code == 0, result.err
+    into = sum(int(str(u["total_input_tokens"])) for u in runs)
+    out = sum(int(str(u["total_output_tokens"])) for u in runs)
+    cost = sum(float(str(u["cost"])) for u in runs)
+    assert result.out.splitlines()[-1] == (
+        f"tokens: {into} in, {out} out, {into + out} total; 2 model calls; cost ${cost:.6f}"
+    )
+
+
+def test_show_says_the_cost_is_unknown_when_a_price_is(cli: Cli, tmp_path: Path) -> None:
+    path = str(tmp_path / "u.db")
+    _priced_thread(path, "u", [True, False])
+    last = cli("threads", "show", "u", "--db", path).out.splitlines()[-1]
+    assert last.endswith("; 2 model calls; cost unknown (1 call without a known price)")
+    assert "$" not in last
+
+
+def test_show_an_offline_models_thread_costs_nothing(cli: Cli, db: str) -> None:
+    # the chat thread's two answers, by the offline model: free, so a known cost of 0
+    last = cli("threads", "show", "c", "--db", db).out.splitlines()[-1]
+    assert last.endswith("; 2 model calls; cost $0.000000")

@@ -24,6 +24,7 @@ from tenxgraph.cli._console import (
 from tenxgraph.cli._render import call_text, pause_question, reasoning_of, short
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.core.state.usage import Usage
 from tenxgraph.storage.checkpointer import BaseCheckpointer, SqliteCheckpointer
 from tenxgraph.utils.interrupt import pending_interrupt
 
@@ -172,9 +173,30 @@ async def _show(console: Console, source: _Source, thread: str) -> int:
         console.line(console.style(f"paused: {question}", "yellow"))
     if state.context_summary:
         console.line(console.style(f"summary: {short(state.context_summary)}", "dim"))
-    if tokens_in or tokens_out:
+    usage = state.execution_meta.usage
+    if usage.model_calls:  # the thread's running total: every call of every run
+        console.line(usage_line(usage))
+    elif tokens_in or tokens_out:  # a thread kept before runs added up their usage
         console.line(f"tokens: {tokens_in} in, {tokens_out} out, {tokens_in + tokens_out} total")
     return EXIT_OK
+
+
+def usage_line(usage: Usage) -> str:
+    """What a thread's model calls cost: calls, tokens, and the cost (or why it is unknown)."""
+    calls = usage.model_calls
+    cost = usage.cost
+    if cost is None:
+        unpriced = usage.unpriced_calls
+        shown = (
+            f"cost unknown ({unpriced} call{'' if unpriced == 1 else 's'} without a known price)"
+        )
+    else:
+        shown = f"cost ${cost:.6f}"
+    return (
+        f"tokens: {usage.input_tokens} in, {usage.output_tokens} out, "
+        f"{usage.input_tokens + usage.output_tokens} total; "
+        f"{calls} model call{'' if calls == 1 else 's'}; {shown}"
+    )
 
 
 def describe_message(console: Console, message: Message) -> list[str]:

@@ -1,7 +1,9 @@
 """What a run tells its hooks: one frozen record per thing that happened.
 
 Records carry names, ids, timings, counts and errors, never message contents: a hook that
-wants the conversation reads it from the state (`aget_state`) on purpose.
+wants the conversation reads it from the state (`aget_state`) on purpose. The one record with
+data of the run's is `Interrupted.data`: the interrupt as the caller gets it, so the question
+an `interrupt()` asked, and for a tool approval the pending calls with their arguments.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ class RunStarted:
 
 @dataclass(frozen=True, slots=True)
 class RunFinished:
-    """`status` is ``"completed"``, ``"interrupted"`` (paused for a person, or stopped) or
-    ``"error"``; `usage` is what this run's model calls cost."""
+    """`status` is ``"completed"``, ``"interrupted"`` (paused for a person, or stopped),
+    ``"error"`` (`error` says which), or ``"cancelled"`` (its task was cancelled, or the
+    consumer of `astream` stopped reading); `usage` is what this run's model calls cost."""
 
     run_id: str
     thread_id: str
@@ -88,7 +91,10 @@ class ToolFinished:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    """The run paused: at a breakpoint, an `interrupt()` call, or a stop request."""
+    """The run paused: at a breakpoint, an `interrupt()` call, or a stop request. `data` is
+    the interrupt as the run's result gives it (``result["interrupt"]``), None for a
+    breakpoint or a stop: what was asked, which for a tool approval includes the arguments
+    the model gave the pending calls."""
 
     run_id: str
     thread_id: str

@@ -78,14 +78,10 @@ class Dispatch:
                     method = getattr(type(hook), name)
                     if method is not getattr(RunHooks, name):  # overridden
                         by_type.setdefault(kind, []).append(getattr(hook, name))
-            elif callable(hook):
+            else:
+                _check(hook, "a hook")
                 for kind in _METHODS:
                     by_type.setdefault(kind, []).append(hook)
-            else:
-                raise TypeError(
-                    f"a hook must be a RunHooks instance or a callable taking one event, not "
-                    f"{type(hook).__name__}"
-                )
         self.by_type = {k: tuple(v) for k, v in by_type.items()}
 
     def wants(self, kind: type) -> bool:
@@ -108,17 +104,30 @@ def hooks_from(value: Any, where: str) -> list[Hook]:
     if value is None:
         return []
     if isinstance(value, RunHooks) or callable(value):
+        _check(value, where)
         return [value]
     if isinstance(value, Iterable) and not isinstance(value, str | bytes | dict):
         found = list(value)
         for hook in found:
-            if not (isinstance(hook, RunHooks) or callable(hook)):
-                raise TypeError(
-                    f"{where}: a hook must be a RunHooks instance or a callable taking one "
-                    f"event, not {type(hook).__name__}"
-                )
+            _check(hook, f"{where}: a hook")
         return found
     raise TypeError(f"{where} must be a RunHooks, a callable, or a list of them, not {value!r}")
+
+
+def _check(hook: Any, where: str) -> None:
+    """Refuse what cannot be a hook now, not at the first event: not callable, or a
+    `RunHooks` class where an instance of it was meant (called with an event, it would
+    only fail)."""
+    if isinstance(hook, type) and issubclass(hook, RunHooks):
+        raise TypeError(
+            f"{where} must be a RunHooks instance, not the class {hook.__name__}: pass "
+            f"{hook.__name__}()"
+        )
+    if not (isinstance(hook, RunHooks) or callable(hook)):
+        raise TypeError(
+            f"{where} must be a RunHooks instance or a callable taking one event, not "
+            f"{type(hook).__name__}"
+        )
 
 
 __all__ = ["Dispatch", "Hook", "RunHooks", "hooks_from"]

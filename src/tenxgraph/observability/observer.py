@@ -35,7 +35,7 @@ from tenxgraph.observability.events import (
     ToolFinished,
 )
 from tenxgraph.observability.hooks import Dispatch
-from tenxgraph.utils.interrupt import current_scope
+from tenxgraph.utils.interrupt import GraphInterrupt, current_scope
 
 if TYPE_CHECKING:
     pass
@@ -453,10 +453,17 @@ class ToolWatch:
         error: BaseException | None,
     ) -> None:
         observer = self.observer
+        finished = error is None or isinstance(error, Exception)
         if self.span is not None:
-            shown = result if observer.content else None
-            _tracing().end_tool(self.span, replayed, is_error, shown, error)
-        if observer.hooks is not None:
+            tracing = _tracing()
+            if isinstance(error, GraphInterrupt):  # the call paused: not an error
+                self.span.set_attribute("tenxgraph.paused", True)
+                tracing.finish(self.span, None)
+            else:
+                shown = result if observer.content else None
+                tracing.end_tool(self.span, replayed, is_error, shown, error)
+        # a call that paused (or was cancelled) did not finish: when it does, it is told
+        if observer.hooks is not None and finished:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(
                 ToolFinished(

@@ -290,8 +290,11 @@ class ToolNode:
         try:
             outcome = await self._call_outcome(call, step)
         except BaseException as exc:
-            await watch.end(None, True, False, exc)
+            await watch.end(None, isinstance(exc, Exception), False, exc)
             raise
+        if outcome.interrupt is not None:  # paused, not finished: reported when it is
+            await watch.end(None, False, False, outcome.interrupt)
+            return outcome
         block = outcome.message.content[0] if outcome.message.content else None
         failed = isinstance(block, ToolResultBlock) and block.is_error
         await watch.end(outcome.message, failed, outcome.replayed, None)
