@@ -9,6 +9,7 @@ from typing import Any, Literal
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.observability.observer import Tracing
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
 
@@ -75,12 +76,20 @@ class ReactAgent:
         checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
+        *,
+        name: str | None = None,
+        hooks: Any = None,
+        tracing: Tracing | bool | None = None,
     ) -> CompiledGraph:
-        """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory."""
+        """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory;
+        `name`, `hooks` and `tracing` as there."""
         return self.graph.compile(
             checkpointer=checkpointer,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            name=name,
+            hooks=hooks,
+            tracing=tracing,
         )
 
 
