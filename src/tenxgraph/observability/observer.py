@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tenxgraph.core.exceptions import NodeError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.usage import USAGE_KEY, Usage
@@ -318,7 +319,9 @@ class NodeWatch:
             span = tracing.span_of(self.context)
             if error is not None and failed is None:  # an interrupt, a stop: not an error
                 span.set_attribute("tenxgraph.paused", True)
-            tracing.finish(span, failed)
+            cause = failed.__cause__ if isinstance(failed, NodeError) else None
+            # the node's own exception (the run's caller gets it wrapped in a NodeError)
+            tracing.finish(span, cause if isinstance(cause, Exception) else failed)
         if observer.hooks is not None:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(
