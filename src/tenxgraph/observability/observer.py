@@ -282,7 +282,7 @@ def _cost_of(message: Message) -> float | None:
 class NodeWatch:
     """One node execution: its span (current while the node's code runs) and its hooks."""
 
-    __slots__ = ("context", "name", "observer", "started", "step")
+    __slots__ = ("context", "left", "name", "observer", "started", "step")
 
     def __init__(self, observer: Observer, name: str, step: int) -> None:
         self.observer = observer
@@ -290,6 +290,7 @@ class NodeWatch:
         self.step = step
         self.started = 0.0
         self.context: Any = None
+        self.left: Any = None  # the context the node's code left current at its last `leave`
 
     async def start(self) -> None:
         observer = self.observer
@@ -304,12 +305,19 @@ class NodeWatch:
             )
 
     def enter(self) -> object | None:
-        """Make the node's span current (for what the node calls); the token to `leave`."""
-        return None if self.context is None else _tracing().attach(self.context)
+        """Make the node's span current (for what the node calls); the token to `leave`.
+        A generator node is entered once per item: what it left current when it yielded (a
+        span of its own open across the yield) is current again."""
+        if self.context is None:
+            return None
+        token: object = _tracing().attach(self.context if self.left is None else self.left)
+        return token
 
     def leave(self, token: object | None) -> None:
         if token is not None:
-            _tracing().detach(token)
+            tracing = _tracing()
+            self.left = tracing.current()
+            tracing.detach(token)
 
     async def end(self, error: BaseException | None) -> None:
         observer = self.observer

@@ -144,6 +144,10 @@ def attach(context: Context) -> object:
     return otel_context.attach(context)
 
 
+def current() -> Context:
+    return otel_context.get_current()
+
+
 def detach(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]
 
@@ -297,6 +301,7 @@ def finish(span: Span, error: BaseException | None) -> None:
 __all__ = [
     "Link",
     "attach",
+    "current",
     "detach",
     "end_model",
     "end_run",
