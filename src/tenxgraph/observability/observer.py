@@ -433,17 +433,33 @@ class ToolWatch:
         self.span = span
         self.started = time.perf_counter()
 
+    def enter(self) -> object | None:
+        """Make the call's span current while the tool runs (for what the tool calls); the
+        token to `leave`."""
+        if self.span is None:
+            return None
+        tracing = _tracing()
+        token: object = tracing.attach(tracing.with_span(self.span))
+        return token
+
+    def leave(self, token: object | None) -> None:
+        if token is not None:
+            _tracing().detach(token)
+
     async def end(
         self,
         result: Message | None,
         is_error: bool,
         replayed: bool,
         error: BaseException | None,
+        paused: bool = False,
     ) -> None:
+        """The call ended: with `result`, or raising `error`, or `paused` (the tool called
+        `interrupt()`; no result yet, not an error)."""
         observer = self.observer
         if self.span is not None:
-            shown = result if observer.content else None
-            _tracing().end_tool(self.span, replayed, is_error, shown, error)
+            shown = result if observer.content and not paused else None
+            _tracing().end_tool(self.span, replayed, is_error, shown, error, paused)
         if observer.hooks is not None:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(

@@ -136,6 +136,11 @@ def start_node(tracer: Tracer, parent: Context, node: str, step: int) -> Context
     return trace.set_span_in_context(span, parent)
 
 
+def with_span(span: Span) -> Context:
+    """The current context with `span` as its current span."""
+    return trace.set_span_in_context(span)
+
+
 def span_of(context: Context) -> Span:
     return trace.get_current_span(context)
 
@@ -264,8 +269,11 @@ def end_tool(
     is_error: bool,
     result: Message | None,
     error: BaseException | None,
+    paused: bool = False,
 ) -> None:
     span.set_attribute("tenxgraph.tool.replayed", replayed)
+    if paused:
+        span.set_attribute("tenxgraph.paused", True)
     if result is not None:
         span.set_attribute("gen_ai.tool.call.result", _content([result]))
     if is_error and error is None:  # the tool's error went back to the model as its result
@@ -315,4 +323,5 @@ __all__ = [
     "start_node",
     "start_run",
     "start_tool",
+    "with_span",
 ]

@@ -287,14 +287,18 @@ class ToolNode:
         )
         if watch is None:
             return await self._call_outcome(call, step)
+        entered = watch.enter()
         try:
             outcome = await self._call_outcome(call, step)
         except BaseException as exc:
+            watch.leave(entered)
             await watch.end(None, True, False, exc)
             raise
+        watch.leave(entered)
+        paused = outcome.interrupt is not None  # the tool asked a person: not a failure
         block = outcome.message.content[0] if outcome.message.content else None
-        failed = isinstance(block, ToolResultBlock) and block.is_error
-        await watch.end(outcome.message, failed, outcome.replayed, None)
+        failed = not paused and isinstance(block, ToolResultBlock) and block.is_error
+        await watch.end(outcome.message, failed, outcome.replayed, None, paused)
         return outcome
 
     async def _call_outcome(self, call: ToolCall, step: _Step) -> Outcome:
