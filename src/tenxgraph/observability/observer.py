@@ -34,7 +34,7 @@ from tenxgraph.observability.events import (
     ToolFinished,
 )
 from tenxgraph.observability.hooks import Dispatch
-from tenxgraph.utils.interrupt import current_scope
+from tenxgraph.utils.interrupt import GraphInterrupt, current_scope
 
 if TYPE_CHECKING:
     pass
@@ -319,14 +319,20 @@ class NodeWatch:
             self.left = tracing.current()
             tracing.detach(token)
 
-    async def end(self, error: BaseException | None) -> None:
+    async def end(self, error: BaseException | None, stopped: bool = False) -> None:
+        """The node ended: done, failed with `error`, paused by an `interrupt()` in it,
+        `stopped` (the run was asked to stop) or cancelled; only a failure is an error."""
         observer = self.observer
-        failed = error if isinstance(error, Exception) else None
+        failed = error if isinstance(error, Exception) and not stopped else None
         if self.context is not None:
             tracing = _tracing()
             span = tracing.span_of(self.context)
-            if error is not None and failed is None:  # an interrupt, a stop: not an error
+            if isinstance(error, GraphInterrupt):
                 span.set_attribute("tenxgraph.paused", True)
+            elif stopped:
+                span.set_attribute("tenxgraph.stopped", True)
+            elif error is not None and failed is None:
+                span.set_attribute("tenxgraph.cancelled", True)
             cause = failed.__cause__ if isinstance(failed, NodeError) else None
             # the node's own exception (the run's caller gets it wrapped in a NodeError)
             tracing.finish(span, cause if isinstance(cause, Exception) else failed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from asyncio import CancelledError
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -288,7 +289,7 @@ def end_tool(
 def finish(span: Span, error: BaseException | None) -> None:
     """End a span; an error is recorded on it (text redacted) with status ERROR."""
     if error is not None:
-        if isinstance(error, GeneratorExit):
+        if isinstance(error, GeneratorExit | CancelledError):  # stopped, not failed
             span.set_attribute("tenxgraph.cancelled", True)
         else:
             kind = type(error).__qualname__

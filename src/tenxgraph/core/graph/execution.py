@@ -129,7 +129,7 @@ class NodeRunner:
             await agen.aclose()
             current_scope.reset(scope_token)
             if watch is not None:
-                await watch.end(failure)
+                await watch.end(failure, isinstance(failure, Stopped))
 
     async def run(self, spec: NodeSpec, state: AgentState) -> NodeOutput:
         """Run a node that is not iterated (a function, or a generator answering at once)."""
@@ -292,7 +292,7 @@ async def _watched(watch: NodeWatch, running: Coroutine[Any, Any, NodeOutput]) -
         output = await running
     except BaseException as exc:
         watch.leave(entered)
-        await watch.end(exc)
+        await watch.end(exc, isinstance(exc, Stopped))
         raise
     watch.leave(entered)
     await watch.end(None)
