@@ -399,6 +399,77 @@ async def test_a_retried_model_call_has_a_span_per_attempt(openai_api: respx.Rou
     assert KEY not in traced.everything()
 
 
+class Sleeper:
+    """A node that says when it started, then waits until cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def __call__(self, state: AgentState) -> str:
+        self.started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+
+def sleeper_app(traced: Traced, sleeper: Sleeper) -> Any:
+    graph = StateGraph()
+    graph.add_node("sleeper", sleeper)
+    graph.add_edge(START, "sleeper")
+    graph.add_edge("sleeper", END)
+    return graph.compile(tracing=traced.tracing)
+
+
+async def test_a_stopped_run_is_not_an_error() -> None:
+    traced, sleeper = Traced(), Sleeper()
+    app = sleeper_app(traced, sleeper)
+    running = asyncio.create_task(app.ainvoke(inp("go"), {"thread_id": "t"}))
+    await sleeper.started.wait()
+    await app.astop({"thread_id": "t"})
+    assert (await running)["interrupted"]["reason"] == "stop_requested"
+
+    root = traced.root()
+    assert attrs(root)["tenxgraph.status"] == "interrupted"
+    (node,) = traced.children(root)
+    assert attrs(node)["tenxgraph.stopped"] is True
+    assert "error.type" not in attrs(node)
+    assert all(s.status.status_code != StatusCode.ERROR for s in traced.spans)
+
+
+async def test_a_cancelled_run_ends_its_spans_cancelled_not_failed() -> None:
+    traced, sleeper = Traced(), Sleeper()
+    running = asyncio.create_task(
+        sleeper_app(traced, sleeper).ainvoke(inp("go"), {"thread_id": "t"})
+    )
+    await sleeper.started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+    root = traced.root()
+    assert attrs(root)["tenxgraph.status"] == "cancelled"
+    (node,) = traced.children(root)
+    assert attrs(node)["tenxgraph.cancelled"] is True
+    assert all(s.status.status_code != StatusCode.ERROR for s in traced.spans)
+
+
+async def test_a_stream_left_early_ends_every_span() -> None:
+    traced = Traced()
+    app = react(traced, FunctionModel(lambda m, i: "a long answer in many small pieces"))
+    stream = app.astream(inp("hi"), {"thread_id": "t"})
+    async for chunk in stream:
+        if chunk.message is not None and chunk.message.delta:
+            break
+    await stream.aclose()
+
+    root = traced.root()
+    assert attrs(root)["tenxgraph.status"] == "cancelled"
+    (node,) = traced.children(root)
+    (chat,) = traced.children(node)
+    assert attrs(chat)["tenxgraph.cancelled"] is True
+    assert all(s.status.status_code != StatusCode.ERROR for s in traced.spans)
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
 # -- 5. parallel nodes -------------------------------------------------------------------------
 
 
