@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import tenxgraph
-from tenxgraph.core.exceptions import NodeError
+from tenxgraph.core.exceptions import ModelAuthError, NodeError
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo, retry
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock
@@ -380,13 +380,16 @@ async def test_a_raising_tool_marks_its_span_and_the_run_goes_on() -> None:
     assert [n.name for n in traced.children(root)] == ["node agent", "node tools", "node agent"]
 
 
-async def test_a_retried_model_call_has_a_span_per_attempt(openai_api: respx.Route) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["ainvoke", "astream"])
+async def test_a_retried_model_call_has_a_span_per_attempt(
+    openai_api: respx.Route, streamed: bool
+) -> None:
     openai_api.side_effect = [
         httpx.Response(500, json={"error": {"message": "try later", "type": "server_error"}}),
-        httpx.Response(200, json=completion()),
+        streamed_answer("Hello", " you") if streamed else httpx.Response(200, json=completion()),
     ]
     traced = Traced()
-    await run(openai_app(traced), "hi", False)
+    await run(openai_app(traced), "hi", streamed)
 
     (node,) = traced.children(traced.root())
     first, second = traced.children(node)
@@ -394,9 +397,51 @@ async def test_a_retried_model_call_has_a_span_per_attempt(openai_api: respx.Rou
     assert first.status.status_code == StatusCode.ERROR
     assert "error.type" in attrs(first)
     assert second.status.status_code != StatusCode.ERROR
-    assert attrs(second)["gen_ai.usage.output_tokens"] == 5
+    assert attrs(second)["gen_ai.usage.output_tokens"] == (4 if streamed else 5)
     assert attrs(traced.root())["tenxgraph.model_calls"] == 1
     assert KEY not in traced.everything()
+
+
+async def test_a_fallback_model_has_its_own_span(openai_api: respx.Route) -> None:
+    openai_api.side_effect = [
+        httpx.Response(500, json={"error": {"message": "down", "type": "server_error"}}),
+    ]
+    graph = StateGraph()
+    agent = Agent(
+        "openai/gpt-4o-mini",
+        api_key=KEY,
+        retry_config=False,
+        fallback_models=[FunctionModel(lambda m, i: "from the fallback", model_name="spare")],
+    )
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    traced = Traced()
+    await run(graph.compile(tracing=traced.tracing), "hi", False)
+
+    (node,) = traced.children(traced.root())
+    first, second = traced.children(node)
+    assert (first.name, second.name) == ("chat gpt-4o-mini", "chat spare")
+    assert first.status.status_code == StatusCode.ERROR
+    assert second.status.status_code != StatusCode.ERROR
+
+
+async def test_a_provider_error_that_echoes_the_key_is_recorded_redacted(
+    openai_api: respx.Route,
+) -> None:
+    message = f"Incorrect API key provided: {KEY}. You can find your API key at ..."
+    openai_api.mock(
+        return_value=httpx.Response(401, json={"error": {"message": message, "type": "auth"}})
+    )
+    traced = Traced(record_content=True)
+    with pytest.raises(ModelAuthError):
+        await run(openai_app(traced), "hi", False)
+
+    chat = traced.one("chat gpt-4o-mini")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert "Incorrect API key" in traced.everything()
+    assert KEY not in traced.everything()
+    assert KEY[-8:] not in traced.everything()
 
 
 class Sleeper:
@@ -734,6 +779,18 @@ async def test_what_a_tool_does_is_under_its_execute_tool_span() -> None:
     assert inner_run.name == "invoke_agent weather"
     assert [n.name for n in traced.children(inner_run)] == ["node agent"]
     assert [c.name for c in traced.children(traced.children(inner_run)[0])] == ["chat inner"]
+
+
+def test_a_sync_run_started_inside_a_user_span_is_its_child() -> None:
+    """invoke and stream run the graph on a loop of their own: the caller's span goes along."""
+    traced = Traced()
+    app = react(traced)
+    with traced.provider.get_tracer("mine").start_as_current_span("request"):
+        app.invoke(inp("weather?"), {"thread_id": "t"})
+        for _ in app.stream(inp("weather?"), {"thread_id": "t"}):
+            pass
+    runs = traced.children(traced.one("request"))
+    assert [r.name for r in runs] == ["invoke_agent weather"] * 2
 
 
 async def test_a_run_started_inside_a_user_span_is_its_child() -> None:
