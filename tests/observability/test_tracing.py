@@ -30,14 +30,15 @@ from tenxgraph.core.llm import FunctionModel, ModelInfo, retry
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock
 from tenxgraph.observability import CONTENT_ENV, Tracing
 from tenxgraph.observability.observer import tracer_for
-from tenxgraph.prebuilt import ReactAgent
+from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, event, sse
 from tests.observability import _resume_worker
+from tests.providers.test_agent_end_to_end import QUESTION, WeatherTools, full_providers
+from tests.providers.test_transcripts import KEY_ENVS, SECRET, Provider
 
 KEY = "sk-otel-test-5f2c9a0b7d1e4f3a"
-SECRET = "sk-tool-secret-9b8a7c6d5e4f"
 
 
 # -- setup -----------------------------------------------------------------------------------
@@ -248,6 +249,53 @@ async def test_an_openai_call_has_the_genai_attributes_and_never_the_key(
     assert openai_api.calls[0].request.headers["authorization"] == f"Bearer {KEY}"
     assert KEY not in traced.everything()
     assert KEY[-8:] not in traced.everything()
+
+
+PROVIDER_NAMES = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["ainvoke", "astream"])
+@pytest.mark.parametrize("provider", full_providers(), ids=lambda p: p.name)
+async def test_every_recorded_provider_gives_the_same_tree(
+    provider: Provider, streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool loop of tests/providers, over each provider's transcripts, traced with
+    contents recorded: the tree, the provider's conventional name, and never the key."""
+    for name in KEY_ENVS:
+        monkeypatch.delenv(name, raising=False)
+    calls_case = provider.case("stream_tools" if streamed else "parallel_tools")
+    text_case = provider.case("stream_text" if streamed else "plain")
+    tools = WeatherTools()
+    agent = Agent(provider.model, tool_node="tools", retry_config=False, **provider.call_settings())
+    graph = StateGraph()
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tools.node)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    traced = Traced(record_content=True)
+    app = graph.compile(tracing=traced.tracing)
+    with respx.mock(using="httpx") as mock:
+        provider.route(mock).mock(
+            side_effect=[calls_case.http_response(), text_case.http_response()]
+        )
+        await run(app, QUESTION, streamed)
+
+    nodes = traced.children(traced.root())
+    assert [n.name for n in nodes] == ["node agent", "node tools", "node agent"]
+    calls = len(calls_case.expect["tool_calls"])
+    assert [t.name.split()[0] for t in traced.children(nodes[1])] == ["execute_tool"] * calls
+    wire, bare = provider.model.split("/", 1)
+    for node in (nodes[0], nodes[2]):
+        (chat,) = traced.children(node)
+        a = attrs(chat)
+        assert chat.name == f"chat {bare}"
+        assert a["gen_ai.request.model"] == bare
+        if wire in PROVIDER_NAMES:
+            assert a["gen_ai.provider.name"] == PROVIDER_NAMES[wire]
+        assert a["gen_ai.usage.input_tokens"] > 0
+        assert ("gen_ai.response.time_to_first_chunk" in a) is streamed
+    assert SECRET not in traced.everything()
 
 
 # -- 3. contents -------------------------------------------------------------------------------
@@ -665,7 +713,7 @@ import asyncio, sys
 from tenxgraph.core.graph import Agent, ToolNode
 from tenxgraph.core.llm import TestModel
 from tenxgraph.core.state import Message
-from tenxgraph.prebuilt import ReactAgent
+from tenxgraph.prebuilt import ReactAgent, tools_condition
 
 def lookup(city: str) -> str:
     '''The weather in `city`.'''
