@@ -209,6 +209,8 @@ class Observer:
         """The run pauses: keep where its span is (for the run that resumes), tell hooks."""
         if self.span is not None:
             internal[TRACE_KEY] = _tracing().mark(self.span)
+        else:  # an untraced run paused: a mark left by an earlier pause is not this one
+            internal.pop(TRACE_KEY, None)
         if run_log.isEnabledFor(logging.INFO):
             run_log.info(
                 "run paused: thread=%s run=%s at node %s (%s)", self.thread_id, self.run_id,
