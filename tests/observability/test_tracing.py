@@ -31,6 +31,7 @@ from tenxgraph.core.state import AgentState, Message, ToolCallBlock
 from tenxgraph.observability import CONTENT_ENV, Tracing
 from tenxgraph.observability.observer import tracer_for
 from tenxgraph.prebuilt import ReactAgent, tools_condition
+from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, event, sse
@@ -667,6 +668,31 @@ async def test_a_tool_that_asks_a_person_is_paused_not_failed() -> None:
     assert "Rome: sunny" in attrs(spans["call_2"])["gen_ai.tool.call.result"]
 
 
+async def test_a_resume_links_only_to_the_run_that_paused_last() -> None:
+    """Paused by a traced run, resumed and paused again by an untraced one: the run that
+    resumes that second pause links to nothing, not to the first run."""
+
+    def ask(state: AgentState) -> str:
+        return f"{interrupt('first?')} {interrupt('second?')}"
+
+    def app_for(tracing: Tracing | bool, store: Any) -> Any:
+        graph = StateGraph()
+        graph.add_node("ask", ask)
+        graph.add_edge(START, "ask")
+        graph.add_edge("ask", END)
+        return graph.compile(checkpointer=store, tracing=tracing)
+
+    traced, store = Traced(), InMemoryCheckpointer()
+    config = {"thread_id": "t"}
+    await app_for(traced.tracing, store).ainvoke(inp("go"), config)
+    second = await app_for(False, store).ainvoke({"resume": "a"}, config)
+    assert second["interrupted"]["node"] == "ask"
+    traced.exporter.clear()
+    done = await app_for(traced.tracing, store).ainvoke({"resume": "b"}, config)
+    assert done["messages"][-1].text() == "a b"
+    assert traced.root().links == ()
+
+
 async def test_a_run_that_did_not_resume_a_pause_has_no_link() -> None:
     traced = Traced()
     app = react(traced)
@@ -714,6 +740,7 @@ from tenxgraph.core.graph import Agent, ToolNode
 from tenxgraph.core.llm import TestModel
 from tenxgraph.core.state import Message
 from tenxgraph.prebuilt import ReactAgent, tools_condition
+from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 
 def lookup(city: str) -> str:
     '''The weather in `city`.'''
