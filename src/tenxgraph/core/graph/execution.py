@@ -126,7 +126,13 @@ class NodeRunner:
             raise
         finally:
             guard.disarm()
-            await agen.aclose()
+            # closed with its context current, as it ran: a span it holds open ends in it
+            entered = None if watch is None else watch.enter()
+            try:
+                await agen.aclose()
+            finally:
+                if entered is not None:
+                    watch.leave(entered)  # type: ignore[union-attr]
             current_scope.reset(scope_token)
             if watch is not None:
                 await watch.end(failure, isinstance(failure, Stopped))
