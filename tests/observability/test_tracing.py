@@ -868,6 +868,32 @@ def test_a_sync_run_started_inside_a_user_span_is_its_child() -> None:
     assert [r.name for r in runs] == ["invoke_agent weather"] * 2
 
 
+async def test_a_node_span_left_open_across_a_yield_is_closed_in_its_node() -> None:
+    """The consumer leaves the stream while the node holds a span of its own open: the span
+    ends as the node's child, and neither is left current for the consumer."""
+    traced = Traced()
+    tracer = traced.provider.get_tracer("mine")
+
+    async def talk(state: AgentState) -> Any:
+        with tracer.start_as_current_span("my talk"):
+            yield Message.text_message("typing", "assistant", "m1", delta=True)
+            yield Message.text_message("more", "assistant", "m1", delta=True)
+        yield Message.text_message("said", "assistant", "m1")
+
+    graph = StateGraph()
+    graph.add_node("talk", talk)
+    graph.add_edge(START, "talk")
+    graph.add_edge("talk", END)
+    stream = graph.compile(tracing=traced.tracing).astream(inp("go"), {"thread_id": "t"})
+    async for chunk in stream:
+        if chunk.message is not None and chunk.message.delta:
+            break
+    await stream.aclose()
+
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    assert [c.name for c in traced.children(traced.one("node talk"))] == ["my talk"]
+
+
 async def test_a_run_started_inside_a_user_span_is_its_child() -> None:
     traced = Traced()
     tracer = traced.provider.get_tracer("mine")
