@@ -668,6 +668,32 @@ async def test_a_tool_that_asks_a_person_is_paused_not_failed() -> None:
     assert "Rome: sunny" in attrs(spans["call_2"])["gen_ai.tool.call.result"]
 
 
+@pytest.mark.parametrize("how", ["interrupt_before", "approval"])
+async def test_a_breakpoint_or_an_approval_pause_is_traced_and_linked(how: str) -> None:
+    traced = Traced()
+    if how == "approval":
+        agent = ReactAgent(FunctionModel(two_lookups), [lookup], requires_approval=True)
+        app = agent.compile(tracing=traced.tracing)
+    else:
+        agent = ReactAgent(FunctionModel(two_lookups), [lookup])
+        app = agent.compile(interrupt_before=["tools"], tracing=traced.tracing)
+    config = {"thread_id": "t"}
+    paused = await app.ainvoke(inp("weather?"), config)
+    assert paused["interrupted"]["node"] == "tools"
+    first = traced.root()
+    assert attrs(first)["tenxgraph.status"] == "interrupted"
+    assert traced.named("execute_tool lookup") == []
+
+    traced.exporter.clear()
+    approve = {"call_1": "approve", "call_2": "approve"}
+    resume = {"resume": approve} if how == "approval" else None
+    await app.ainvoke(resume, config)
+    second = traced.root()
+    assert attrs(second)["tenxgraph.status"] == "completed"
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]  # type: ignore[union-attr]
+    assert len(traced.named("execute_tool lookup")) == 2
+
+
 async def test_a_resume_links_only_to_the_run_that_paused_last() -> None:
     """Paused by a traced run, resumed and paused again by an untraced one: the run that
     resumes that second pause links to nothing, not to the first run."""
