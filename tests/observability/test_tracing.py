@@ -451,6 +451,28 @@ async def test_a_retried_model_call_has_a_span_per_attempt(
     assert KEY not in traced.everything()
 
 
+async def test_a_stream_that_breaks_after_its_first_piece_fails_its_chat_span() -> None:
+    async def pieces(messages: list[Message], info: ModelInfo) -> Any:
+        yield "Hel"
+        raise ConnectionError("the connection dropped")
+
+    graph = StateGraph()
+    graph.add_node("agent", Agent(FunctionModel(lambda m, i: "unused", pieces, "broken")))
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    traced = Traced()
+    with pytest.raises(NodeError):
+        await run(graph.compile(tracing=traced.tracing), "hi", True)
+
+    (node,) = traced.children(traced.root())
+    (chat,) = traced.children(node)
+    assert chat.status.status_code == StatusCode.ERROR
+    assert attrs(chat)["error.type"] == "ConnectionError"
+    assert "gen_ai.response.time_to_first_chunk" in attrs(chat)
+    assert attrs(node)["error.type"] == "ConnectionError"
+    assert attrs(traced.root())["tenxgraph.status"] == "error"
+
+
 async def test_a_fallback_model_has_its_own_span(openai_api: respx.Route) -> None:
     openai_api.side_effect = [
         httpx.Response(500, json={"error": {"message": "down", "type": "server_error"}}),
