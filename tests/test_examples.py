@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -78,3 +80,28 @@ def test_web_service_refuses_a_bad_request(monkeypatch: pytest.MonkeyPatch) -> N
     with TestClient(web.build_app("test")) as client:
         assert client.post("/chat", content=b"not json").status_code == 400
         assert client.post("/chat", json={"message": "no thread"}).status_code == 400
+
+
+def test_tracing_prints_the_span_tree_of_a_react_run() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "tracing.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    spans = re.findall(r"^(\S+ \S+) +span=(\w+) parent=(\S+)", done.stdout, re.M)
+    names = {span_id: name for name, span_id, _ in spans}
+    tree = [(name, names.get(parent, parent)) for name, _, parent in spans]
+    assert tree == [
+        ("chat offline", "node agent"),
+        ("node agent", "invoke_agent weather_agent"),
+        ("execute_tool get_weather", "node tools"),
+        ("node tools", "invoke_agent weather_agent"),
+        ("chat offline", "node agent"),
+        ("node agent", "invoke_agent weather_agent"),
+        ("invoke_agent weather_agent", "-"),
+    ]
+    assert done.stdout.strip().endswith("answer: Here is the weather: Lisbon: 21 C, sunny")

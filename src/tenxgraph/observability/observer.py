@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenxgraph.core.exceptions import LeaseLostError, StaleStateError, ThreadBusyError
+from tenxgraph.core.exceptions import LeaseLostError, NodeError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.message import Message
@@ -225,6 +225,8 @@ class Observer:
         """The run pauses: keep where its span is (for the run that resumes), tell hooks."""
         if self.span is not None:
             internal[TRACE_KEY] = _tracing().mark(self.span)
+        else:  # an untraced run paused: a mark left by an earlier pause is not this one
+            internal.pop(TRACE_KEY, None)
         if run_log.isEnabledFor(logging.INFO):
             run_log.info(
                 "run paused: thread=%s run=%s at node %s (%s)", self.thread_id, self.run_id,
@@ -304,7 +306,7 @@ def _cost_of(message: Message) -> float | None:
 class NodeWatch:
     """One node execution: its span (current while the node's code runs) and its hooks."""
 
-    __slots__ = ("context", "name", "observer", "started", "step")
+    __slots__ = ("context", "left", "name", "observer", "started", "step")
 
     def __init__(self, observer: Observer, name: str, step: int) -> None:
         self.observer = observer
@@ -312,6 +314,7 @@ class NodeWatch:
         self.step = step
         self.started = 0.0
         self.context: Any = None
+        self.left: Any = None  # the context the node's code left current at its last `leave`
 
     async def start(self) -> None:
         observer = self.observer
@@ -326,22 +329,37 @@ class NodeWatch:
             )
 
     def enter(self) -> object | None:
-        """Make the node's span current (for what the node calls); the token to `leave`."""
-        return None if self.context is None else _tracing().attach(self.context)
+        """Make the node's span current (for what the node calls); the token to `leave`.
+        A generator node is entered once per item: what it left current when it yielded (a
+        span of its own open across the yield) is current again."""
+        if self.context is None:
+            return None
+        token: object = _tracing().attach(self.context if self.left is None else self.left)
+        return token
 
     def leave(self, token: object | None) -> None:
         if token is not None:
-            _tracing().detach(token)
+            tracing = _tracing()
+            self.left = tracing.current()
+            tracing.detach(token)
 
-    async def end(self, error: BaseException | None) -> None:
+    async def end(self, error: BaseException | None, stopped: bool = False) -> None:
+        """The node ended: done, failed with `error`, paused by an `interrupt()` in it,
+        `stopped` (the run was asked to stop) or cancelled; only a failure is an error."""
         observer = self.observer
-        failed = error if isinstance(error, Exception) else None
+        failed = error if isinstance(error, Exception) and not stopped else None
         if self.context is not None:
             tracing = _tracing()
             span = tracing.span_of(self.context)
-            if error is not None and failed is None:  # an interrupt, a stop: not an error
+            if isinstance(error, GraphInterrupt):
                 span.set_attribute("tenxgraph.paused", True)
-            tracing.finish(span, failed)
+            elif stopped:
+                span.set_attribute("tenxgraph.stopped", True)
+            elif error is not None and failed is None:
+                span.set_attribute("tenxgraph.cancelled", True)
+            cause = failed.__cause__ if isinstance(failed, NodeError) else None
+            # the node's own exception (the run's caller gets it wrapped in a NodeError)
+            tracing.finish(span, cause if isinstance(cause, Exception) else failed)
         if observer.hooks is not None:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(
@@ -445,24 +463,35 @@ class ToolWatch:
         self.span = span
         self.started = time.perf_counter()
 
+    def enter(self) -> object | None:
+        """Make the call's span current while the tool runs (for what the tool calls); the
+        token to `leave`."""
+        if self.span is None:
+            return None
+        tracing = _tracing()
+        token: object = tracing.attach(tracing.with_span(self.span))
+        return token
+
+    def leave(self, token: object | None) -> None:
+        if token is not None:
+            _tracing().detach(token)
+
     async def end(
         self,
         result: Message | None,
         is_error: bool,
         replayed: bool,
         error: BaseException | None,
+        paused: bool = False,
     ) -> None:
+        """The call ended: with `result`, or raising `error`, or `paused` (the tool called
+        `interrupt()`; no result yet, not an error)."""
         observer = self.observer
-        finished = error is None or isinstance(error, Exception)
         if self.span is not None:
-            tracing = _tracing()
-            if isinstance(error, GraphInterrupt):  # the call paused: not an error
-                self.span.set_attribute("tenxgraph.paused", True)
-                tracing.finish(self.span, None)
-            else:
-                shown = result if observer.content else None
-                tracing.end_tool(self.span, replayed, is_error, shown, error)
+            shown = result if observer.content and not paused else None
+            _tracing().end_tool(self.span, replayed, is_error, shown, error, paused)
         # a call that paused (or was cancelled) did not finish: when it does, it is told
+        finished = not paused and (error is None or isinstance(error, Exception))
         if observer.hooks is not None and finished:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(

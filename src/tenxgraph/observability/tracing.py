@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from asyncio import CancelledError
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -136,12 +137,21 @@ def start_node(tracer: Tracer, parent: Context, node: str, step: int) -> Context
     return trace.set_span_in_context(span, parent)
 
 
+def with_span(span: Span) -> Context:
+    """The current context with `span` as its current span."""
+    return trace.set_span_in_context(span)
+
+
 def span_of(context: Context) -> Span:
     return trace.get_current_span(context)
 
 
 def attach(context: Context) -> object:
     return otel_context.attach(context)
+
+
+def current() -> Context:
+    return otel_context.get_current()
 
 
 def detach(token: object) -> None:
@@ -260,8 +270,11 @@ def end_tool(
     is_error: bool,
     result: Message | None,
     error: BaseException | None,
+    paused: bool = False,
 ) -> None:
     span.set_attribute("tenxgraph.tool.replayed", replayed)
+    if paused:
+        span.set_attribute("tenxgraph.paused", True)
     if result is not None:
         span.set_attribute("gen_ai.tool.call.result", _content([result]))
     if is_error and error is None:  # the tool's error went back to the model as its result
@@ -276,7 +289,7 @@ def end_tool(
 def finish(span: Span, error: BaseException | None) -> None:
     """End a span; an error is recorded on it (text redacted) with status ERROR."""
     if error is not None:
-        if isinstance(error, GeneratorExit):
+        if isinstance(error, GeneratorExit | CancelledError):  # stopped, not failed
             span.set_attribute("tenxgraph.cancelled", True)
         else:
             kind = type(error).__qualname__
@@ -297,6 +310,7 @@ def finish(span: Span, error: BaseException | None) -> None:
 __all__ = [
     "Link",
     "attach",
+    "current",
     "detach",
     "end_model",
     "end_run",
@@ -310,4 +324,5 @@ __all__ = [
     "start_node",
     "start_run",
     "start_tool",
+    "with_span",
 ]

@@ -126,10 +126,16 @@ class NodeRunner:
             raise
         finally:
             guard.disarm()
-            await agen.aclose()
+            # closed with its context current, as it ran: a span it holds open ends in it
+            entered = None if watch is None else watch.enter()
+            try:
+                await agen.aclose()
+            finally:
+                if entered is not None:
+                    watch.leave(entered)  # type: ignore[union-attr]
             current_scope.reset(scope_token)
             if watch is not None:
-                await watch.end(failure)
+                await watch.end(failure, isinstance(failure, Stopped))
 
     async def run(self, spec: NodeSpec, state: AgentState, watched: bool = False) -> NodeOutput:
         """Run a node that is not iterated (a function, or a generator answering at once)."""
@@ -289,7 +295,7 @@ async def _watched(watch: NodeWatch, running: Coroutine[Any, Any, NodeOutput]) -
         output = await running
     except BaseException as exc:
         watch.leave(entered)
-        await watch.end(exc)
+        await watch.end(exc, isinstance(exc, Stopped))
         raise
     watch.leave(entered)
     await watch.end(None)

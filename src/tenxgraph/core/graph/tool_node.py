@@ -287,17 +287,18 @@ class ToolNode:
         )
         if watch is None:
             return await self._call_outcome(call, step)
+        entered = watch.enter()
         try:
             outcome = await self._call_outcome(call, step)
         except BaseException as exc:
-            await watch.end(None, isinstance(exc, Exception), False, exc)
+            watch.leave(entered)
+            await watch.end(None, True, False, exc)
             raise
-        if outcome.interrupt is not None:  # paused, not finished: reported when it is
-            await watch.end(None, False, False, outcome.interrupt)
-            return outcome
+        watch.leave(entered)
+        paused = outcome.interrupt is not None  # the tool asked a person: not a failure
         block = outcome.message.content[0] if outcome.message.content else None
-        failed = isinstance(block, ToolResultBlock) and block.is_error
-        await watch.end(outcome.message, failed, outcome.replayed, None)
+        failed = not paused and isinstance(block, ToolResultBlock) and block.is_error
+        await watch.end(outcome.message, failed, outcome.replayed, None, paused)
         return outcome
 
     async def _call_outcome(self, call: ToolCall, step: _Step) -> Outcome:
