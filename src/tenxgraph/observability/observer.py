@@ -246,6 +246,16 @@ class Observer:
         internal[USAGE_KEY] = self._base.plus(usage)
         self._tallied = usage.model_calls
 
+    def count_call(self, answer: Message, free: bool) -> float | None:
+        """Count one model call's answer (once); its cost, 0 for a `free` (offline) model."""
+        cost = _cost_of(answer)
+        if cost is None and free:
+            cost = 0.0
+        if answer.message_id not in self.counted:
+            self.counted.add(answer.message_id)
+            self.usage.add_call(answer.usages, cost)
+        return cost
+
     def count_answers(self, messages: Sequence[Message]) -> None:
         """Count answers a node made without a model call we saw (its own client, say)."""
         counted = self.counted
@@ -398,12 +408,7 @@ class ModelCall:
 
     async def finished(self, answer: Message) -> None:
         observer = self.observer
-        cost = _cost_of(answer)
-        if cost is None and self.free:
-            cost = 0.0
-        if answer.message_id not in observer.counted:
-            observer.counted.add(answer.message_id)
-            observer.usage.add_call(answer.usages, cost)
+        cost = observer.count_call(answer, self.free)
         if self.span is not None:
             _tracing().end_model(self.span, answer, cost, self.first, None, observer.content)
         if observer.hooks is not None:

@@ -71,9 +71,10 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
         else:
             asked = _for_route(request, route, primary)
         attempt = 0
+        observer = current_observer.get()
+        watched = observer is not None and observer.watching  # else only counted
         while True:
-            observer = current_observer.get()
-            call = None if observer is None else _observed(observer, route, asked, False)
+            call = _observed(observer, route, asked, False) if watched else None  # type: ignore[arg-type]
             try:
                 answer = await route.client.acomplete(asked)
             except BaseException as error:
@@ -91,6 +92,8 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
                 continue
             if call is not None:
                 await call.finished(answer)
+            elif observer is not None:
+                observer.count_call(answer, getattr(route.client, "free", False) is True)
             return answer
     raise _final(failures)
 
