@@ -24,7 +24,7 @@ from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.llm.retry import RetryConfig
 from tenxgraph.core.llm.summary import SummaryContextManager
-from tenxgraph.core.state import AgentState, Message, TokenUsages
+from tenxgraph.core.state import AgentState, ExecutionState, Message, TokenUsages
 from tenxgraph.core.state.usage import Usage
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
@@ -408,9 +408,13 @@ async def test_answers_a_plain_node_made_are_counted_at_commit() -> None:
 
 
 def test_a_stored_total_that_cannot_be_read_counts_as_nothing() -> None:
-    assert Usage.from_dict("garbage") == Usage()
-    assert Usage.from_dict({"input_tokens": -3, "model_calls": True, "priced_cost": "x"}) == Usage()
-    assert Usage.from_dict({"input_tokens": 3, "priced_cost": 1}).priced_cost == 1.0
+    def read(value: object) -> Usage:
+        return ExecutionState.model_validate({"current_node": "n", "usage": value}).usage
+
+    assert read("garbage") == Usage()
+    assert read({"input_tokens": "x", "model_calls": 2}) == Usage()
+    assert read({"input_tokens": 3, "priced_cost": 1}) == Usage(input_tokens=3, priced_cost=1.0)
+    assert ExecutionState(current_node="n").usage == Usage()  # a thread saved before usage
 
 
 async def test_an_interrupt_in_a_node_keeps_the_runs_calls_in_the_thread() -> None:

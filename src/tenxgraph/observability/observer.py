@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from tenxgraph.core.exceptions import LeaseLostError, NodeError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
+from tenxgraph.core.state.execution_state import ExecutionState
 from tenxgraph.core.state.message import Message
-from tenxgraph.core.state.usage import USAGE_KEY, Usage
+from tenxgraph.core.state.usage import Usage
 from tenxgraph.observability.events import (
     Interrupted,
     ModelCallFinished,
@@ -235,15 +236,16 @@ class Observer:
         if self.hooks is not None:
             await self.hooks.emit(Interrupted(self.run_id, self.thread_id, node, reason, data))
 
-    def tally(self, internal: dict[str, Any]) -> None:
+    def tally(self, meta: ExecutionState) -> None:
         """Add what was spent since the last tally to the thread's running total (saved with
         the next checkpoint)."""
         usage = self.usage
         if usage.model_calls == self._tallied:  # the usual step: no model call
             return
         if self._base is None:  # the thread's total before this run's first tally
-            self._base = Usage.from_dict(internal.get(USAGE_KEY))
-        internal[USAGE_KEY] = self._base.plus(usage)
+            self._base = meta.usage
+        meta.__dict__["usage"] = self._base.plus(usage)  # a value of its own type: no check
+        meta.__pydantic_fields_set__.add("usage")
         self._tallied = usage.model_calls
 
     def count_call(self, answer: Message, free: bool) -> float | None:

@@ -181,7 +181,7 @@ class Run:
         except BaseException as exc:
             failure = exc
             if state is not None and opening.replay is None:
-                self.observer.tally(state.execution_meta.internal_data)
+                self.observer.tally(state.execution_meta)
                 running = [s.name for s in self.current]
                 self.version = await self.keeper.record_failure(
                     state, self.version, exc, running, self.scheduler.deferred
@@ -283,7 +283,7 @@ class Run:
         meta = state.execution_meta
         if meta.status != ExecutionStatus.COMPLETED:
             _mark_completed(meta)
-            self.observer.tally(meta.internal_data)
+            self.observer.tally(meta)
             self.version = await self.keeper.save(state, self.version, [], final=True)
 
     def _may_pause(self, skip_breakpoint: bool) -> bool:
@@ -400,7 +400,7 @@ class Run:
             observer = self.observer
             if added:
                 observer.count_answers(added)
-            observer.tally(meta.internal_data)
+            observer.tally(meta)
             self.version = await self.keeper.save(
                 state, self.version, added, final=final, step=True
             )
@@ -449,7 +449,7 @@ class Run:
         internal["next"] = [s.name for s in frontier]
         internal["deferred"] = sorted(self.scheduler.deferred)
         await self.observer.interrupted(node, reason, data, internal)
-        self.observer.tally(internal)
+        self.observer.tally(meta)
         self.version = await self.keeper.save(state, self.version, [], final=True)
         if self.want:  # every granularity is told: a paused run needs its caller
             yield self.chunks.update("interrupted", node=node, reason=reason, interrupt=data)

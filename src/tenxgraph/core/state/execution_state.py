@@ -5,9 +5,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
-from tenxgraph.core.state.usage import USAGE_KEY, Usage
+from tenxgraph.core.state.usage import Usage
 
 
 class ExecutionStatus(StrEnum):
@@ -46,6 +53,19 @@ class ExecutionState(BaseModel):
     thread_id: str | None = None
     stop_current_execution: StopRequestStatus = StopRequestStatus.NONE
     internal_data: dict[str, Any] = Field(default_factory=dict)
+    # what the thread's model calls have cost so far, every run added up
+    usage: Usage = Field(default_factory=Usage)
+
+    @field_validator("usage", mode="wrap")
+    @classmethod
+    def _tally_or_nothing(cls, value: Any, read: ValidatorFunctionWrapHandler) -> Usage:
+        """A stored total that cannot be read counts as nothing: a tally is never a reason
+        to refuse a thread."""
+        try:
+            found: Usage = read(value)
+        except ValidationError:
+            return Usage()
+        return found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExecutionState:
@@ -80,11 +100,6 @@ class ExecutionState(BaseModel):
         self.interrupt_reason = None
         self.interrupt_data = None
         self.status = ExecutionStatus.RUNNING
-
-    @property
-    def usage(self) -> Usage:
-        """What the thread's model calls have cost so far, every run added up."""
-        return Usage.from_dict(self.internal_data.get(USAGE_KEY))
 
     def is_interrupted(self) -> bool:
         return self.status in _INTERRUPTED

@@ -45,13 +45,9 @@ class Usage:
         else:
             self.priced_cost += cost
 
-    def add(self, other: Usage) -> None:
-        for name in _NAMES:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def plus(self, other: Usage) -> dict[str, Any]:
-        """The stored form of this and `other` added up."""
-        return {n: getattr(self, n) + getattr(other, n) for n in _NAMES}
+    def plus(self, other: Usage) -> Usage:
+        """This and `other` added up."""
+        return Usage(*[getattr(self, n) + getattr(other, n) for n in _NAMES])
 
     def copy(self) -> Usage:
         return Usage(*(getattr(self, n) for n in _NAMES))
@@ -70,27 +66,7 @@ class Usage:
             "unpriced_calls": self.unpriced_calls,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """The stored form (plain JSON numbers)."""
-        return {n: getattr(self, n) for n in _NAMES}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Usage:
-        """A stored `Usage` back; anything unreadable counts as nothing (it is a tally,
-        never a reason to refuse a thread)."""
-        if not isinstance(data, dict):
-            return cls()
-        found = cls()
-        for name in _NAMES:
-            value = data.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                setattr(found, name, float(value) if name == "priced_cost" else int(value))
-        return found
-
 
 _NAMES = tuple(f.name for f in fields(Usage))
 
-#: where a thread's running total is kept: `execution_meta.internal_data[USAGE_KEY]`
-USAGE_KEY = "usage"
-
-__all__ = ["USAGE_KEY", "Usage"]
+__all__ = ["Usage"]
