@@ -50,7 +50,10 @@ class Usage:
         return Usage(*[getattr(self, n) + getattr(other, n) for n in _NAMES])
 
     def copy(self) -> Usage:
-        return Usage(*(getattr(self, n) for n in _NAMES))
+        return Usage(*[getattr(self, n) for n in _NAMES])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Usage:  # numbers only: a plain copy
+        return self.copy()
 
     def as_token_usage(self) -> dict[str, Any]:
         """The `token_usage` of a run's result (10xgraph's four keys first)."""
