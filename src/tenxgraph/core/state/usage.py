@@ -46,8 +46,17 @@ class Usage:
             self.priced_cost += cost
 
     def plus(self, other: Usage) -> Usage:
-        """This and `other` added up."""
-        return Usage(*[getattr(self, n) + getattr(other, n) for n in _NAMES])
+        """This and `other` added up (every step with a model call: spelt out, no loop)."""
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.model_calls + other.model_calls,
+            self.priced_cost + other.priced_cost,
+            self.unpriced_calls + other.unpriced_calls,
+        )
 
     def copy(self) -> Usage:
         return Usage(*[getattr(self, n) for n in _NAMES])
