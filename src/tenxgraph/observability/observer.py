@@ -310,7 +310,7 @@ def _conflict(error: BaseException | None) -> bool:
 def _cost_of(message: Message) -> float | None:
     meta = message.metadata
     cost = meta.get("cost")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
+    if type(cost) is float or (isinstance(cost, (int, float)) and not isinstance(cost, bool)):
         return float(cost)
     return None
 

@@ -58,6 +58,8 @@ class LiteLLMClient:
     """Calls `litellm.acompletion` and converts its answers. Stateless apart from caches, so
     one instance may serve any number of Agents and event loops."""
 
+    free = False  # its calls are priced from litellm's table
+
     def __init__(self) -> None:
         self._providers: dict[str, str] = {}
         self._keys_checked: set[str] = set()
