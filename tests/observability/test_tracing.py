@@ -29,7 +29,7 @@ from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo, retry
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock
 from tenxgraph.observability import CONTENT_ENV, Tracing
-from tenxgraph.observability.observer import tracer_for
+from tenxgraph.observability.settings import tracer_for
 from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt

@@ -23,7 +23,7 @@ from tenxgraph.observability.events import (
     ToolFinished,
 )
 from tenxgraph.observability.hooks import RunHooks
-from tenxgraph.observability.observer import CONTENT_ENV, Tracing
+from tenxgraph.observability.settings import CONTENT_ENV, Tracing
 
 __all__ = [
     "CONTENT_ENV",

@@ -12,13 +12,10 @@ or a tool call inside a node reports to it without being handed anything.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tenxgraph.core.exceptions import LeaseLostError, NodeError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
@@ -36,82 +33,16 @@ from tenxgraph.observability.events import (
     ToolFinished,
 )
 from tenxgraph.observability.hooks import Dispatch
+from tenxgraph.observability.settings import tracing_module as _tracing
 from tenxgraph.utils.interrupt import GraphInterrupt, current_scope
-
-if TYPE_CHECKING:
-    pass
 
 run_log = get_logger("tenxgraph.run")
 model_log = get_logger("tenxgraph.model")
 tool_log = get_logger("tenxgraph.tools")
 thread_log = get_logger("tenxgraph.threads")
 
-#: the environment variable of the GenAI conventions that opts in to recording contents
-CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-_CONTENT_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event", "event_only"})
-
 #: where a paused run's span is kept with the thread: `execution_meta.internal_data[TRACE_KEY]`
 TRACE_KEY = "trace"
-
-
-@dataclass(frozen=True, slots=True)
-class Tracing:
-    """How a graph's runs are traced with OpenTelemetry.
-
-    `tracer_provider`: None uses the global one (``trace.set_tracer_provider``), if one was
-    set; a provider object uses that one. `record_content`: whether prompts, answers, tool
-    arguments and results go on the spans; None reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_
-    MESSAGE_CONTENT`` (off unless it says ``true``). `enabled=False` traces nothing.
-    """
-
-    tracer_provider: Any = None
-    record_content: bool | None = None
-    enabled: bool = True
-
-    def content(self) -> bool:
-        if self.record_content is not None:
-            return self.record_content
-        return os.environ.get(CONTENT_ENV, "").strip().lower() in _CONTENT_ON
-
-
-DEFAULT_TRACING = Tracing()
-_tracers: dict[int, tuple[Any, Any]] = {}  # id(provider) -> (provider, its tracer)
-
-
-def tracer_for(settings: Tracing) -> Any:
-    """The tracer runs use, or None when nobody configured tracing: OpenTelemetry not
-    imported by anyone (so not set up), or its global provider never set."""
-    if not settings.enabled:
-        return None
-    provider = settings.tracer_provider
-    if provider is None:
-        api = sys.modules.get("opentelemetry.trace")
-        if api is None:
-            return None
-        provider = api.get_tracer_provider()
-        if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
-            return None
-    found = _tracers.get(id(provider))
-    if found is None or found[0] is not provider:
-        from tenxgraph import __version__
-
-        found = (provider, provider.get_tracer("tenxgraph", __version__))
-        if len(_tracers) > 64:
-            _tracers.clear()
-        _tracers[id(provider)] = found
-    return found[1]
-
-
-_loaded: list[Any] = []
-
-
-def _tracing() -> Any:
-    """The OpenTelemetry part, imported on first use (only ever with a tracer)."""
-    if not _loaded:
-        from tenxgraph.observability import tracing
-
-        _loaded.append(tracing)
-    return _loaded[0]
 
 
 class Observer:
@@ -527,14 +458,10 @@ def _node_now() -> str | None:
 
 
 __all__ = [
-    "CONTENT_ENV",
-    "DEFAULT_TRACING",
     "TRACE_KEY",
     "ModelCall",
     "NodeWatch",
     "Observer",
     "ToolWatch",
-    "Tracing",
     "current_observer",
-    "tracer_for",
 ]

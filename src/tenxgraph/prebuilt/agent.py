@@ -9,7 +9,7 @@ from typing import Any, Literal
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
-from tenxgraph.observability.observer import Tracing
+from tenxgraph.observability.settings import Tracing
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
 

@@ -17,7 +17,7 @@ from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.observability.hooks import Hook
-from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
+from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES, alook_up_ids
 from tenxgraph.storage.checkpointer.thread_ids import thread_id_of
 from tenxgraph.utils.constants import ResponseGranularity

@@ -46,7 +46,8 @@ from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.core.state.sealed import seal
 from tenxgraph.observability.hooks import Dispatch, hooks_from
-from tenxgraph.observability.observer import TRACE_KEY, Observer, current_observer, tracer_for
+from tenxgraph.observability.observer import TRACE_KEY, Observer, current_observer
+from tenxgraph.observability.settings import tracer_for
 from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START, ResponseGranularity

@@ -15,7 +15,7 @@ from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.agent_state import Reducer
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.observability.hooks import Dispatch, Hook
-from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
+from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer

@@ -14,7 +14,7 @@ from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.hooks import hooks_from
-from tenxgraph.observability.observer import DEFAULT_TRACING, Tracing
+from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 from tenxgraph.utils.constants import END, START
 
 if TYPE_CHECKING:
