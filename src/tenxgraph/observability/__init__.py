@@ -9,21 +9,53 @@
 - Logs: the ``tenxgraph`` logger hierarchy (``tenxgraph.run``, ``.model``, ``.tools``,
   ``.context``, ``.threads``, ``.hooks``); no message contents or credentials at any level.
 - Usage: a run's ``token_usage`` and a thread's ``execution_meta.usage``.
+
+The names are imported on first use: a run that nobody watches never loads the events.
 """
 
-from tenxgraph.core.state.usage import Usage
-from tenxgraph.observability.events import (
-    Event,
-    Interrupted,
-    ModelCallFinished,
-    NodeFinished,
-    NodeStarted,
-    RunFinished,
-    RunStarted,
-    ToolFinished,
-)
-from tenxgraph.observability.hooks import RunHooks
-from tenxgraph.observability.settings import CONTENT_ENV, Tracing
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenxgraph._lazy import lazy_getattr
+
+_EVENTS = "tenxgraph.observability.events"
+_LAZY: dict[str, str] = {
+    "Event": _EVENTS,
+    "Interrupted": _EVENTS,
+    "ModelCallFinished": _EVENTS,
+    "NodeFinished": _EVENTS,
+    "NodeStarted": _EVENTS,
+    "RunFinished": _EVENTS,
+    "RunStarted": _EVENTS,
+    "ToolFinished": _EVENTS,
+    "RunHooks": "tenxgraph.observability.hooks",
+    "CONTENT_ENV": "tenxgraph.observability.settings",
+    "Tracing": "tenxgraph.observability.settings",
+    "Usage": "tenxgraph.core.state.usage",
+}
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.usage import Usage
+    from tenxgraph.observability.events import (
+        Event,
+        Interrupted,
+        ModelCallFinished,
+        NodeFinished,
+        NodeStarted,
+        RunFinished,
+        RunStarted,
+        ToolFinished,
+    )
+    from tenxgraph.observability.hooks import RunHooks
+    from tenxgraph.observability.settings import CONTENT_ENV, Tracing
+
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "CONTENT_ENV",

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.redaction import get_logger
-from tenxgraph.observability.events import (
-    Interrupted,
-    ModelCallFinished,
-    NodeFinished,
-    NodeStarted,
-    RunFinished,
-    RunStarted,
-    ToolFinished,
-)
+
+if TYPE_CHECKING:  # the events are loaded by the first run that has hooks
+    from tenxgraph.observability.events import (
+        Interrupted,
+        ModelCallFinished,
+        NodeFinished,
+        NodeStarted,
+        RunFinished,
+        RunStarted,
+        ToolFinished,
+    )
 
 logger = get_logger("tenxgraph.hooks")
 
@@ -51,15 +53,26 @@ class RunHooks:
         pass
 
 
-_METHODS: dict[type, str] = {
-    RunStarted: "on_run_start",
-    RunFinished: "on_run_end",
-    NodeStarted: "on_node_start",
-    NodeFinished: "on_node_end",
-    ModelCallFinished: "on_model_call",
-    ToolFinished: "on_tool_end",
-    Interrupted: "on_interrupt",
-}
+_METHODS: dict[type, str] = {}  # event type -> the RunHooks method told of it
+
+
+def _methods() -> dict[type, str]:
+    if not _METHODS:
+        from tenxgraph.observability import events
+
+        _METHODS.update(
+            {
+                events.RunStarted: "on_run_start",
+                events.RunFinished: "on_run_end",
+                events.NodeStarted: "on_node_start",
+                events.NodeFinished: "on_node_end",
+                events.ModelCallFinished: "on_model_call",
+                events.ToolFinished: "on_tool_end",
+                events.Interrupted: "on_interrupt",
+            }
+        )
+    return _METHODS
+
 
 Hook = RunHooks | Callable[[Any], Any]
 
@@ -72,15 +85,16 @@ class Dispatch:
 
     def __init__(self, hooks: Iterable[Hook]) -> None:
         by_type: dict[type, list[Callable[[Any], Any]]] = {}
+        methods = _methods()
         for hook in hooks:
             if isinstance(hook, RunHooks):
-                for kind, name in _METHODS.items():
+                for kind, name in methods.items():
                     method = getattr(type(hook), name)
                     if method is not getattr(RunHooks, name):  # overridden
                         by_type.setdefault(kind, []).append(getattr(hook, name))
             else:
                 _check(hook, "a hook")
-                for kind in _METHODS:
+                for kind in methods:
                     by_type.setdefault(kind, []).append(hook)
         self.by_type = {k: tuple(v) for k, v in by_type.items()}
 

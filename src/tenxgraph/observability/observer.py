@@ -3,7 +3,8 @@
 Every run has one. It always adds up what the run's model calls cost (the result's
 `token_usage` and the thread's running total); it tells hooks, OpenTelemetry and the
 ``tenxgraph`` loggers only what they listen for. With no hook, no tracer provider and INFO off,
-a run pays a few attribute reads per step and nothing per streamed chunk.
+a run pays a few attribute reads per step, a tally at each model call, and nothing per
+streamed chunk.
 
 The run's observer is reachable from the code it runs (`current_observer`), so a model call
 or a tool call inside a node reports to it without being handed anything.
@@ -23,15 +24,6 @@ from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.execution_state import ExecutionState
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.usage import Usage
-from tenxgraph.observability.events import (
-    Interrupted,
-    ModelCallFinished,
-    NodeFinished,
-    NodeStarted,
-    RunFinished,
-    RunStarted,
-    ToolFinished,
-)
 from tenxgraph.observability.hooks import Dispatch
 from tenxgraph.observability.settings import tracing_module as _tracing
 from tenxgraph.utils.interrupt import GraphInterrupt, current_scope
@@ -43,6 +35,18 @@ thread_log = get_logger("tenxgraph.threads")
 
 #: where a paused run's span is kept with the thread: `execution_meta.internal_data[TRACE_KEY]`
 TRACE_KEY = "trace"
+
+
+_events_module: list[Any] = []
+
+
+def _events() -> Any:
+    """The event records, imported by the first run that has hooks."""
+    if not _events_module:
+        from tenxgraph.observability import events
+
+        _events_module.append(events)
+    return _events_module[0]
 
 
 class Observer:
@@ -102,7 +106,7 @@ class Observer:
                 "run started: graph=%s thread=%s run=%s", self.graph, self.thread_id, self.run_id
             )
         if self.hooks is not None:
-            await self.hooks.emit(RunStarted(self.run_id, self.thread_id, self.graph))
+            await self.hooks.emit(_events().RunStarted(self.run_id, self.thread_id, self.graph))
 
     def resumed(self, paused: Any) -> None:
         """This run continues one that paused (maybe in another process): link their spans."""
@@ -146,7 +150,7 @@ class Observer:
                 "" if interrupt is None else f"; paused at {interrupt[0]} ({interrupt[1]})",
             )  # fmt: skip
         if self.hooks is not None:
-            event = RunFinished(
+            event = _events().RunFinished(
                 self.run_id, self.thread_id, self.graph, status, taken, usage.copy(), error
             )
             await self.hooks.emit(event)
@@ -165,7 +169,9 @@ class Observer:
                 node, reason,
             )  # fmt: skip
         if self.hooks is not None:
-            await self.hooks.emit(Interrupted(self.run_id, self.thread_id, node, reason, data))
+            await self.hooks.emit(
+                _events().Interrupted(self.run_id, self.thread_id, node, reason, data)
+            )
 
     def tally(self, meta: ExecutionState) -> None:
         """Add what was spent since the last tally to the thread's running total (saved with
@@ -268,7 +274,7 @@ class NodeWatch:
             )
         if observer.hooks is not None:
             await observer.hooks.emit(
-                NodeStarted(observer.run_id, observer.thread_id, self.name, self.step)
+                _events().NodeStarted(observer.run_id, observer.thread_id, self.name, self.step)
             )
 
     def enter(self) -> object | None:
@@ -306,7 +312,7 @@ class NodeWatch:
         if observer.hooks is not None:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(
-                NodeFinished(
+                _events().NodeFinished(
                     observer.run_id, observer.thread_id, self.name, self.step, taken, failed
                 )
             )
@@ -371,7 +377,7 @@ class ModelCall:
         assert observer.hooks is not None
         reason = answer.metadata.get("finish_reason") if answer is not None else None
         await observer.hooks.emit(
-            ModelCallFinished(
+            _events().ModelCallFinished(
                 observer.run_id,
                 observer.thread_id,
                 _node_now(),
@@ -433,7 +439,7 @@ class ToolWatch:
         if observer.hooks is not None and finished:
             taken = time.perf_counter() - self.started
             await observer.hooks.emit(
-                ToolFinished(
+                _events().ToolFinished(
                     observer.run_id,
                     observer.thread_id,
                     self.node,
