@@ -44,6 +44,7 @@ from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamEvent
 from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.observability.observer import current_observer
+from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS
 from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
 
@@ -188,6 +189,9 @@ class ToolNode:
         for outcome in done:
             if outcome.updates:
                 yield outcome.updates
+        goto = [name for o in done for name in (o.goto or ())]
+        if goto:  # a tool handed the run on: there, not along this node's edges
+            yield Command(goto=list(dict.fromkeys(goto)))
 
     async def _run_all(
         self, calls: list[ToolCall], step: _Step, limit: int, outcomes: list[Outcome | None]

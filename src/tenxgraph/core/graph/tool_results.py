@@ -13,18 +13,21 @@ from tenxgraph.core.graph.tool_updates import encoded, revived
 from tenxgraph.core.redaction import redact
 from tenxgraph.core.state import AgentState, Message, ToolResult
 from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.utils.command import Command
 from tenxgraph.utils.interrupt import GraphInterrupt
 
 
 @dataclass(slots=True)
 class Outcome:
-    """How one call ended: its tool message, its state updates, whether it came from the
-    ledger, or the pause a tool asked for."""
+    """How one call ended: its tool message, its state updates, where the run goes next (a
+    tool that returned `Command(goto=...)`), whether it came from the ledger, or the pause a
+    tool asked for."""
 
     message: Message
     updates: dict[str, Any] | None = None
     replayed: bool = False
     interrupt: GraphInterrupt | None = None
+    goto: list[str] | None = None
 
 
 def tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
@@ -46,7 +49,9 @@ def error_outcome(call: ToolCall, text: str) -> Outcome:
 
 def result_outcome(call: ToolCall, value: Any) -> Outcome:
     """A tool's return value as its answer (see `tool_output`); a `ToolResult` also carries
-    state updates."""
+    state updates, a `Command` updates and where the run goes next."""
+    if isinstance(value, Command):
+        return command_outcome(call, value)
     updates = None
     is_error = False
     if isinstance(value, ToolResult):
@@ -56,6 +61,27 @@ def result_outcome(call: ToolCall, value: Any) -> Outcome:
     if isinstance(value, Message):
         value = value.text()
     return Outcome(tool_message(call, tool_output(value), is_error), updates)
+
+
+def command_outcome(call: ToolCall, command: Command) -> Outcome:
+    """A tool's `Command`: its `update` (field updates, or the answer as any tool may give
+    it) and its `goto`, the nodes the run goes to after this step instead of the tool node's
+    edges: how an agent hands the conversation to another."""
+    if command.graph is not None:
+        raise ValueError(
+            f"Tool {call.name!r} returned Command(graph={command.graph!r}): a tool's Command "
+            "routes in the graph its ToolNode runs in (graphs inside graphs are not supported "
+            "yet)"
+        )
+    goto = [command.goto] if isinstance(command.goto, str) else list(command.goto or ())
+    update = command.update
+    if update is None or isinstance(update, dict):
+        said = f"Handed over to {', '.join(goto)}." if goto else "Done."
+        outcome = Outcome(tool_message(call, said, False), dict(update) if update else None)
+    else:  # the answer as a tool gives it: text, a Message, a ToolResult...
+        outcome = result_outcome(call, update)
+    outcome.goto = goto or None
+    return outcome
 
 
 async def record(
@@ -70,7 +96,9 @@ async def record(
     state = encoded(outcome.updates) if outcome.updates else None
     if isinstance(state, str):  # the tool ran, but its updates cannot be kept: say so
         outcome, state = error_outcome(call, f"Tool {call.name!r} ran, but {state}"), None
-    entry = {"message": outcome.message, "state": state}  # the ledger encodes it to JSON
+    entry: dict[str, Any] = {"message": outcome.message, "state": state}  # JSON in the ledger
+    if outcome.goto:
+        entry["goto"] = outcome.goto
     if not await ledger.put(asked, call.id, entry):
         again = await ledger.get(asked, call.id)
         if again is not None:
@@ -81,11 +109,21 @@ async def record(
 def replayed(entry: dict[str, Any], state_type: type[AgentState]) -> Outcome:
     """A call's outcome as the ledger recorded it."""
     updates = entry.get("state")
+    goto = entry.get("goto")
     return Outcome(
         Message.model_validate(entry["message"]),
         revived(state_type, updates) if updates else None,
         replayed=True,
+        goto=[str(name) for name in goto] if isinstance(goto, list) and goto else None,
     )
 
 
-__all__ = ["Outcome", "error_outcome", "record", "replayed", "result_outcome", "tool_message"]
+__all__ = [
+    "Outcome",
+    "command_outcome",
+    "error_outcome",
+    "record",
+    "replayed",
+    "result_outcome",
+    "tool_message",
+]
