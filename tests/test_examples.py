@@ -105,3 +105,22 @@ def test_tracing_prints_the_span_tree_of_a_react_run() -> None:
         ("invoke_agent weather_agent", "-"),
     ]
     assert done.stdout.strip().endswith("answer: Here is the weather: Lisbon: 21 C, sunny")
+
+
+async def test_handoffs_pass_the_conversation_between_agents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handoffs = load_example("handoffs", monkeypatch)
+    app = handoffs.build(None)
+    config = {"thread_id": "c"}
+    first = await app.ainvoke({"messages": [Message.text_message("A refund, please")]}, config)
+    tools = [m.metadata["function_name"] for m in first["messages"] if m.role == "tool"]
+    assert tools == ["transfer_to_billing", "refund"]  # billing ran its own tool after the handoff
+    assert first["messages"][-1].text() == "Billing here: Order 42 refunded."
+    state = await app.aget_state(config)
+    assert state.active == "billing"
+    # the next turn starts with billing, which hands back to triage
+    second = await app.ainvoke({"messages": [Message.text_message("Thanks")]}, config)
+    assert [m.role for m in second["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert second["messages"][-1].text() == "Triage here: how can I help?"
+    assert (await app.aget_state(config)).active == "triage"
