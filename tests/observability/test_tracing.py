@@ -953,3 +953,20 @@ async def test_a_run_started_inside_a_user_span_is_its_child() -> None:
     assert run_span.name == "invoke_agent weather"
     assert outer.get_span_context().span_id == request.context.span_id  # type: ignore[union-attr]
     assert trace.get_current_span() is trace.INVALID_SPAN  # nothing left attached
+
+
+@pytest.mark.parametrize("record_content", [None, True], ids=["default", "content"])
+async def test_only_sampling_settings_are_recorded_never_endpoints_or_headers(
+    openai_api: respx.Route, record_content: bool | None
+) -> None:
+    openai_api.mock(return_value=httpx.Response(200, json=completion()))
+    traced = Traced(record_content)
+    app = openai_app(
+        traced, extra_headers={"X-Tenant-Token": "tenant-token-5150"}, organization="org-7788"
+    )
+    await run(app, "hi", False)
+    assert openai_api.calls[0].request.headers["x-tenant-token"] == "tenant-token-5150"
+    recorded = traced.everything()
+    assert "tenant-token-5150" not in recorded
+    assert "org-7788" not in recorded
+    assert attrs(traced.one("chat gpt-4o-mini"))["gen_ai.request.temperature"] == 0.3
