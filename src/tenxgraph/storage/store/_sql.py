@@ -1,0 +1,57 @@
+"""The SQL both SQL stores share: one table, `tx_store_items`, next to the checkpointer's
+tables (the same SQLite file or PostgreSQL schema may hold both; their names never clash).
+
+A namespace is stored as its labels joined by "/" (no label holds one), so a prefix search
+is a range of the primary key (namespace, key): "a/b" itself, or "a/b/" <= namespace <
+"a/b0". Values are JSON text, never a JSON column type, so they read back exactly as they
+were written (PostgreSQL's jsonb would turn 1.0 into 1.0 but -0.0 into 0, and reorder keys).
+"""
+
+from __future__ import annotations
+
+from tenxgraph.storage.store._values import Namespace, join, prefix_range
+
+TABLE = "tx_store_items"
+
+_ORDER = "ORDER BY updated_at DESC, key, namespace"
+
+
+def where_under(prefix: Namespace, placeholder: str = "?") -> tuple[str, list[str]]:
+    """The WHERE clause (with its parameters) for namespaces equal to `prefix` or under it.
+    `placeholder` is "?" (SQLite) or "${}" (PostgreSQL, numbered from 1)."""
+    bounds = prefix_range(prefix)
+    if bounds is None:
+        return "", []
+    marks = [placeholder.format(n) for n in (1, 2, 3)]
+    clause = (
+        f"WHERE (namespace = {marks[0]} OR (namespace >= {marks[1]} AND namespace < {marks[2]}))"
+    )
+    return clause, [join(prefix), *bounds]
+
+
+def rows_query(
+    prefix: Namespace, limit: int | None, offset: int, placeholder: str = "?"
+) -> tuple[str, list[object]]:
+    """The query of `_rows`, with its parameters."""
+    where, params = where_under(prefix, placeholder)
+    args: list[object] = list(params)
+    page = ""
+    if limit is not None:
+        n = len(args)
+        page = f" LIMIT {placeholder.format(n + 1)} OFFSET {placeholder.format(n + 2)}"
+        args += [limit, offset]
+    elif offset:
+        raise AssertionError("an offset without a limit is applied by the caller")
+    query = (
+        f"SELECT namespace, key, value, created_at, updated_at FROM {TABLE} {where} {_ORDER}{page}"
+    )
+    return query, args
+
+
+def namespaces_query(prefix: Namespace, placeholder: str = "?") -> tuple[str, list[str]]:
+    """The query of `_namespace_texts`, with its parameters."""
+    where, params = where_under(prefix, placeholder)
+    return f"SELECT DISTINCT namespace FROM {TABLE} {where} ORDER BY namespace", params
+
+
+__all__ = ["TABLE", "namespaces_query", "rows_query", "where_under"]
