@@ -195,6 +195,9 @@ async def test_search_filters_on_top_level_fields_equal_as_json(store: BaseStore
     assert keys(await store.asearch((), filter={"n": 1.0})) == ["x"]
     assert keys(await store.asearch((), filter={"kind": "food"}, limit=1, offset=1)) == ["other"]
     assert keys(await store.asearch((), filter={"missing": None})) == []
+    assert keys(await store.asearch((), filter={"kind": "food"}, limit=0)) == []
+    assert keys(await store.asearch((), filter={"kind": "food"}, limit=2, offset=3)) == ["n1"]
+    assert keys(await store.asearch((), filter={"tags": ["a"]})) == []
 
 
 async def test_search_refuses_bad_pages_and_filters(store: BaseStore) -> None:
@@ -391,3 +394,52 @@ def test_the_package_imports_no_backend() -> None:
     subprocess.run(
         [sys.executable, "-c", f"import sys; sys.path[:0]=[{src!r}]; {code}"], check=True
     )
+
+
+async def test_filter_values_compare_as_json(store: BaseStore) -> None:
+    await store.aput(("f",), "flag", {"on": True, "meta": {"a": 2, "b": [1, "x"]}})
+    await store.aput(("f",), "one", {"on": 1})
+    assert keys(await store.asearch(("f",), filter={"on": True})) == ["flag"]
+    assert keys(await store.asearch(("f",), filter={"on": 1})) == ["one"]
+    nested = {"meta": {"b": [1, "x"], "a": 2}}  # the keys in another order
+    assert keys(await store.asearch(("f",), filter=nested)) == ["flag"]
+
+
+async def test_a_prefix_matches_whole_labels_only(store: BaseStore) -> None:
+    """Namespaces stored as "a-b", "a.c", "a0", "A" sort around "a/" (byte order, or a
+    database's locale): none of them is under ("a",)."""
+    for label in ("a-b", "a.c", "a0", "a~", "A", "ab", "a b", "é"):
+        await store.aput((label,), "k", {})
+        await store.aput((label, "x"), "k", {})
+    await store.aput(("a",), "k", {})
+    await store.aput(("a", "x"), "k", {})
+    await store.aput(("a", "x", "y"), "k", {})
+    found = [item.namespace for item in await store.asearch(("a",), limit=100)]
+    assert sorted(found) == [("a",), ("a", "x"), ("a", "x", "y")]
+    assert await store.alist_namespaces(prefix=("a",)) == [("a",), ("a", "x"), ("a", "x", "y")]
+    assert await store.alist_namespaces(prefix=("a", "x")) == [("a", "x"), ("a", "x", "y")]
+
+
+async def test_postgres_compares_namespaces_bytewise_whatever_the_database_locale(
+    tmp_path: Path,
+) -> None:
+    """A prefix search is a range of text: under a locale's collation ("a-b" sorting next to
+    "ab") it would be wrong, so the columns are `COLLATE "C"`."""
+    import asyncpg
+
+    found = StoreBackend("postgres", tmp_path)
+    try:
+        await found.store.asetup()
+        conn = await asyncpg.connect(found.dsn)
+        try:
+            rows = await conn.fetch(
+                "SELECT column_name, collation_name FROM information_schema.columns "
+                "WHERE table_schema = $1 AND table_name = 'tx_store_items' "
+                "AND column_name IN ('namespace', 'key') ORDER BY column_name",
+                found.schema,
+            )
+        finally:
+            await conn.close()
+        assert [tuple(row) for row in rows] == [("key", "C"), ("namespace", "C")]
+    finally:
+        await found.close()

@@ -132,11 +132,13 @@ class BaseStore(ABC):
             return [_item(row) for row in await self._rows(prefix, limit, offset)]
         wanted = _canonical_filter(filter)
         found: list[Item] = []
+        if limit == 0:
+            return found
         for row in await self._rows(prefix, None, 0):
             item = _item(row)
             if all(k in item.value and _canonical(item.value[k]) == v for k, v in wanted):
                 found.append(item)
-                if len(found) >= offset + limit:
+                if len(found) == offset + limit:
                     break
         return found[offset:]
 
