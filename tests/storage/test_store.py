@@ -443,3 +443,23 @@ async def test_postgres_compares_namespaces_bytewise_whatever_the_database_local
         assert [tuple(row) for row in rows] == [("key", "C"), ("namespace", "C")]
     finally:
         await found.close()
+
+
+@pytest.mark.parametrize("stored", ["{not json", "[1, 2]"])
+async def test_a_damaged_row_is_a_serialization_error_naming_the_item(
+    lasting: StoreBackend, stored: str
+) -> None:
+    await lasting.store.aput(("u",), "k", {"v": 1})
+    query = "UPDATE tx_store_items SET value = ? WHERE key = 'k'"
+    if lasting.name == "sqlite":
+        conn = sqlite3.connect(lasting.db_path, isolation_level=None)
+        conn.execute(query, (stored,))
+        conn.close()
+    else:
+        import asyncpg
+
+        pg = await asyncpg.connect(lasting.dsn, server_settings={"search_path": lasting.schema})
+        await pg.execute(query.replace("?", "$1"), stored)
+        await pg.close()
+    with pytest.raises(SerializationError, match=r"Store item \('u',\) / 'k': the stored value"):
+        await lasting.store.aget(("u",), "k")
