@@ -205,8 +205,10 @@ async def test_search_refuses_bad_pages_and_filters(store: BaseStore) -> None:
         await store.asearch((), limit=-1)
     with pytest.raises(ValueError, match="offset must be an int >= 0"):
         await store.asearch((), offset=-1)
-    with pytest.raises(SerializationError, match="field 'n'"):
+    with pytest.raises(SerializationError, match="Search filter: field 'n': nan is not a JSON"):
         await store.asearch((), filter={"n": math.nan})
+    with pytest.raises(ValueError, match="filter must be a dict"):
+        await store.asearch((), filter=[("n", 1)])  # type: ignore[arg-type]
 
 
 # -- list_namespaces ------------------------------------------------------------------------

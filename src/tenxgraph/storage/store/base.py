@@ -21,6 +21,9 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tenxgraph.core.exceptions import SerializationError
+from tenxgraph.core.state._depth import format_path
+from tenxgraph.storage.checkpointer._json_values import plain_problem
 from tenxgraph.storage.store._values import (
     Namespace,
     decode_value,
@@ -232,7 +235,13 @@ def _canonical_filter(filter: dict[str, Any]) -> list[tuple[str, str]]:
     value's (a NaN or a set could never match anything stored)."""
     if not isinstance(filter, dict):
         raise ValueError(f"filter must be a dict of field values, not {type(filter).__name__}")
-    encode_value(("filter",), "filter", filter)
+    problem = plain_problem(filter, 1)
+    if problem is not None:
+        field = format_path(problem.path)
+        raise SerializationError(
+            f"Search filter: field {field!r}: {problem.reason}; no stored value could match it",
+            context={"field": field},
+        )
     return [(field, _canonical(value)) for field, value in filter.items()]
 
 
