@@ -465,3 +465,22 @@ async def test_a_damaged_row_is_a_serialization_error_naming_the_item(
         await pg.close()
     with pytest.raises(SerializationError, match=r"Store item \('u',\) / 'k': the stored value"):
         await lasting.store.aget(("u",), "k")
+
+
+async def test_tables_of_a_newer_tenxgraph_are_refused(lasting: StoreBackend) -> None:
+    from tenxgraph.core.exceptions import SchemaVersionError
+
+    await lasting.store.asetup()
+    query = "UPDATE tx_store_schema_version SET version = 99"
+    if lasting.name == "sqlite":
+        conn = sqlite3.connect(lasting.db_path, isolation_level=None)
+        conn.execute(query)
+        conn.close()
+    else:
+        import asyncpg
+
+        pg = await asyncpg.connect(lasting.dsn, server_settings={"search_path": lasting.schema})
+        await pg.execute(query)
+        await pg.close()
+    with pytest.raises(SchemaVersionError, match="store schema version 99, but this tenxgraph"):
+        await lasting.open().aget(("u",), "k")

@@ -9,9 +9,15 @@ were written (PostgreSQL's jsonb would turn 1.0 into 1.0 but -0.0 into 0, and re
 
 from __future__ import annotations
 
+from tenxgraph.core.exceptions import SchemaVersionError
 from tenxgraph.storage.store._values import Namespace, join, prefix_range
 
 TABLE = "tx_store_items"
+#: the table recording the version of the store's tables (the checkpointer has its own), so
+#: that a later tenxgraph can migrate them and an older one refuses what it cannot read
+VERSION_TABLE = "tx_store_schema_version"
+#: the version of the store's tables this code writes; bump it with a migration
+STORE_SCHEMA_VERSION = 1
 
 _ORDER = "ORDER BY updated_at DESC, key, namespace"
 
@@ -54,4 +60,23 @@ def namespaces_query(prefix: Namespace, placeholder: str = "?") -> tuple[str, li
     return f"SELECT DISTINCT namespace FROM {TABLE} {where} ORDER BY namespace", params
 
 
-__all__ = ["TABLE", "namespaces_query", "rows_query", "where_under"]
+def check_version(where: str, found: int | None) -> None:
+    """Refuse tables written by a newer tenxgraph (`SchemaVersionError`, saying what to do)."""
+    if found is not None and found > STORE_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has store schema version {found}, but this tenxgraph only understands "
+            f"versions up to {STORE_SCHEMA_VERSION}: it was written by a newer tenxgraph. "
+            "Upgrade tenxgraph (pip install -U tenxgraph) to use it.",
+            context={"found": found, "supported": STORE_SCHEMA_VERSION},
+        )
+
+
+__all__ = [
+    "STORE_SCHEMA_VERSION",
+    "TABLE",
+    "VERSION_TABLE",
+    "check_version",
+    "namespaces_query",
+    "rows_query",
+    "where_under",
+]

@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
 from tenxgraph.storage.checkpointer.postgres import _IDENTIFIER, _is_transient
-from tenxgraph.storage.store._sql import TABLE, namespaces_query, rows_query
+from tenxgraph.storage.store._sql import (
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    VERSION_TABLE,
+    check_version,
+    namespaces_query,
+    rows_query,
+)
 from tenxgraph.storage.store._values import Namespace
 from tenxgraph.storage.store.base import BaseStore, Row
 
@@ -41,6 +48,7 @@ def _asyncpg() -> Any:
 def _schema(s: str) -> tuple[str, ...]:
     return (
         f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"CREATE TABLE IF NOT EXISTS {s}.{VERSION_TABLE} (version INTEGER NOT NULL)",
         f"""CREATE TABLE IF NOT EXISTS {s}.{TABLE} (
             namespace TEXT COLLATE "C" NOT NULL,
             key TEXT COLLATE "C" NOT NULL,
@@ -106,6 +114,12 @@ class PostgresStore(BaseStore):
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
             for statement in _schema(self._s):
                 await conn.execute(statement)
+            found = await conn.fetchval(f"SELECT MAX(version) FROM {self._s}.{VERSION_TABLE}")
+            check_version(f"PostgreSQL schema {self.schema!r}", found)
+            if found is None:
+                await conn.execute(
+                    f"INSERT INTO {self._s}.{VERSION_TABLE} VALUES ($1)", STORE_SCHEMA_VERSION
+                )
 
     async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `operation` on a pooled connection, retrying transient failures."""

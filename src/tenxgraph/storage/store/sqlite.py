@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tenxgraph.core.exceptions import StorageError, TransientStorageError
-from tenxgraph.storage.store._sql import TABLE, namespaces_query, rows_query
+from tenxgraph.storage.store._sql import (
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    VERSION_TABLE,
+    check_version,
+    namespaces_query,
+    rows_query,
+)
 from tenxgraph.storage.store._values import Namespace
 from tenxgraph.storage.store.base import BaseStore, Row
 
@@ -26,6 +33,7 @@ T = TypeVar("T")
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
 _SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)",
     f"""CREATE TABLE IF NOT EXISTS {TABLE} (
         namespace TEXT NOT NULL,
         key TEXT NOT NULL,
@@ -74,13 +82,25 @@ class SqliteStore(BaseStore):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute("COMMIT")
+            try:
+                self._create(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        """Create the tables, or check that their version is one this code reads."""
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        found = conn.execute(f"SELECT MAX(version) FROM {VERSION_TABLE}").fetchone()[0]
+        check_version(f"SQLite database {str(self.db_path)!r}", found)
+        if found is None:
+            conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (?)", (STORE_SCHEMA_VERSION,))
 
     def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work` on the store's connection (opened on first use), one call at a time."""
