@@ -50,7 +50,7 @@ async def test_a_node_reads_in_one_thread_what_it_wrote_in_another() -> None:
     assert item.value == {"n": 2}
 
 
-async def test_a_sync_node_uses_the_sync_twins() -> None:
+def test_a_sync_node_uses_the_sync_twins() -> None:
     def note(store: BaseStore, state: AgentState) -> str:
         store.put(("notes",), "last", {"text": state.context[-1].text()})
         item = store.get(("notes",), "last")

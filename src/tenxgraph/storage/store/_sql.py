@@ -1,10 +1,11 @@
-"""The SQL both SQL stores share: one table, `tx_store_items`, next to the checkpointer's
-tables (the same SQLite file or PostgreSQL schema may hold both; their names never clash).
+"""The SQL both SQL stores share: the table `tx_store_items` (and `tx_store_schema_version`,
+its version), next to the checkpointer's tables (the same SQLite file or PostgreSQL schema
+may hold both; their names never clash).
 
 A namespace is stored as its labels joined by "/" (no label holds one), so a prefix search
 is a range of the primary key (namespace, key): "a/b" itself, or "a/b/" <= namespace <
 "a/b0". Values are JSON text, never a JSON column type, so they read back exactly as they
-were written (PostgreSQL's jsonb would turn 1.0 into 1.0 but -0.0 into 0, and reorder keys).
+were written (PostgreSQL's jsonb would reorder keys and rewrite numbers).
 """
 
 from __future__ import annotations
