@@ -8,6 +8,7 @@ PostgreSQL would give. A lock guards the items: the sync twins run on another th
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from tenxgraph.storage.store._values import Namespace, join, prefix_range
 from tenxgraph.storage.store.base import BaseStore, Row
@@ -39,20 +40,30 @@ class InMemoryStore(BaseStore):
             self._items.pop((namespace, key), None)
 
     async def _rows(self, prefix: Namespace, limit: int | None, offset: int) -> list[Row]:
+        under = _under(prefix)
         with self._lock:
-            rows = [row for row in self._items.values() if _under(row[0], prefix)]
-        rows.sort(key=lambda row: (-row[4], row[1], row[0]))
+            rows = [row for row in self._items.values() if under(row[0])]
+        rows.sort(key=_newest_first)
         return rows[offset:] if limit is None else rows[offset : offset + limit]
 
     async def _namespace_texts(self, prefix: Namespace) -> list[str]:
+        under = _under(prefix)
         with self._lock:
-            return sorted({ns for ns, _ in self._items if _under(ns, prefix)})
+            return sorted({ns for ns, _ in self._items if under(ns)})
 
 
-def _under(text: str, prefix: Namespace) -> bool:
-    """Whether stored namespace `text` is `prefix` or under it, as the SQL stores' range says."""
+def _newest_first(row: Row) -> tuple[float, str, str]:
+    return -row[4], row[1], row[0]
+
+
+def _under(prefix: Namespace) -> Callable[[str], bool]:
+    """Whether a stored namespace text is `prefix` or under it, as the SQL stores' range
+    says."""
     bounds = prefix_range(prefix)
-    return bounds is None or text == join(prefix) or bounds[0] <= text < bounds[1]
+    if bounds is None:
+        return lambda text: True
+    exact, (low, high) = join(prefix), bounds
+    return lambda text: text == exact or low <= text < high
 
 
 __all__ = ["InMemoryStore"]

@@ -101,8 +101,11 @@ class PostgresStore(BaseStore):
     # -- pools, schema, retries ------------------------------------------------------------
 
     async def _create_pool(self) -> Pool:
+        # A connection goes back to the pool as it is (as `PgCheckpointer`'s do): asyncpg's
+        # reset query would cost a round trip per call, to undo what this store never does
+        # (SET, LISTEN, cursors or advisory locks outliving a transaction).
         return await _asyncpg().create_pool(
-            self._dsn, min_size=self._min_size, max_size=self._max_size
+            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_leave_as_is
         )
 
     async def _connect(self) -> Connection:
@@ -188,6 +191,10 @@ class PostgresStore(BaseStore):
 
 
 async def _noop(conn: Connection) -> None:
+    return None
+
+
+async def _leave_as_is(conn: Connection) -> None:
     return None
 
 
