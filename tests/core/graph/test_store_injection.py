@@ -148,3 +148,11 @@ async def test_a_tool_node_run_alone_passes_the_store_it_is_given() -> None:
     message = await ToolNode([remember]).invoke("remember", {"fact": "x"}, "c1", store=store)
     assert message.content[0].output == "remembered x"  # type: ignore[union-attr]
     assert await store.aget((*USER, "facts"), "x") is not None
+
+
+def test_a_mock_node_is_not_taken_for_a_tool_node() -> None:
+    from unittest.mock import MagicMock
+
+    node = MagicMock(return_value="ok")
+    node.__signature__ = None  # called with the state, as any callable without a signature
+    one_node(node).compile()  # no store asked for: no GraphError

@@ -302,8 +302,8 @@ def _check_store(store: Any, nodes: dict[str, Any]) -> None:
             )
         return
     for name, func in nodes.items():
-        needing = getattr(func, "_store_required_by", None)
-        tools = needing() if callable(needing) and not isinstance(func, type) else []
+        needing = getattr(type(func), "_store_required_by", None)  # on the class: not a mock's
+        tools = needing(func) if callable(needing) and not isinstance(func, type) else []
         if tools:
             raise GraphError(
                 f"Node {name!r} has tools that take a `store` ({tools}), but the graph was "
