@@ -156,3 +156,14 @@ def test_a_mock_node_is_not_taken_for_a_tool_node() -> None:
     node = MagicMock(return_value="ok")
     node.__signature__ = None  # called with the state, as any callable without a signature
     one_node(node).compile()  # no store asked for: no GraphError
+
+
+async def test_the_app_shows_its_store_and_an_overriding_node_gets_it() -> None:
+    store = InMemoryStore()
+    app = one_node(lambda state: "old").compile(store=store)
+    assert app.store is store
+    assert one_node(lambda state: "x").compile().store is None
+    app.override_node("node", count_visits)
+    result = await app.ainvoke(inp("hi"), thread())
+    assert texts(result["messages"])[-1] == "visit 1"
+    assert await store.aget(USER, "visits") is not None

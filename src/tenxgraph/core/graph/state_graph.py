@@ -198,6 +198,7 @@ class StateGraph:
             context_manager=self.context_manager,
             interrupt_before=before,
             interrupt_after=after,
+            store=store,
         )
 
     def _check_edges(self) -> None:
