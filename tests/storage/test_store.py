@@ -304,6 +304,15 @@ async def test_bad_keys_are_refused(store: BaseStore, key: Any, message: str) ->
     assert await store.asearch(()) == []
 
 
+async def test_a_namespace_and_key_too_long_for_an_index_are_refused(store: BaseStore) -> None:
+    namespace = tuple("é" * 250 + str(i) for i in range(4))  # 4 x 501 bytes, under 255 chars
+    with pytest.raises(ValueError, match=r"take 2,\d{3} bytes in UTF-8; the limit is 2,048"):
+        await store.aput(namespace, "k" * 60, {})
+    assert await store.alist_namespaces() == []
+    await store.aput(namespace, "k", {})  # 2,008 bytes: fits
+    assert await store.aget(namespace, "k") is not None
+
+
 async def test_a_list_namespace_is_taken_as_its_tuple(store: BaseStore) -> None:
     await store.aput(["a", "b"], "k", {"v": 1})
     item = await store.aget(("a", "b"), "k")

@@ -28,6 +28,9 @@ SEPARATOR = "/"
 MAX_LABEL_LENGTH = 255
 #: the most labels a namespace may have
 MAX_DEPTH = 32
+#: the most UTF-8 bytes a namespace's stored text and its key may take together: PostgreSQL
+#: refuses an index entry over about 2,700 bytes, and every store accepts the same items
+MAX_KEY_BYTES = 2048
 
 
 def valid_namespace(namespace: object, *, allow_empty: bool = False) -> Namespace:
@@ -77,6 +80,17 @@ def _check_text(text: object, what: str) -> str:
         if reason is not None:
             raise ValueError(f"{what} {text!r:.80} is not valid: {reason}")
     return str.__str__(text)
+
+
+def check_size(namespace: Namespace, key: str) -> None:
+    """A `ValueError` when the stored namespace and key are too long for every store's index."""
+    size = len(join(namespace).encode()) + len(key.encode())
+    if size > MAX_KEY_BYTES:
+        raise ValueError(
+            f"the namespace {namespace!r:.80} and key {key!r:.40} take {size:,} bytes in UTF-8; "
+            f"the limit is {MAX_KEY_BYTES:,} together: use shorter labels or keys (a hash, "
+            "say), and keep long text in the value"
+        )
 
 
 def join(namespace: Namespace) -> str:
@@ -175,9 +189,11 @@ def _refused(
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_KEY_BYTES",
     "MAX_LABEL_LENGTH",
     "SEPARATOR",
     "Namespace",
+    "check_size",
     "decode_value",
     "encode_value",
     "join",

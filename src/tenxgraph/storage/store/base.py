@@ -26,6 +26,7 @@ from tenxgraph.core.state._depth import format_path
 from tenxgraph.storage.checkpointer._json_values import plain_problem
 from tenxgraph.storage.store._values import (
     Namespace,
+    check_size,
     decode_value,
     encode_value,
     join,
@@ -104,6 +105,7 @@ class BaseStore(ABC):
         not read back equal; nothing is written then."""
         checked = valid_namespace(namespace)
         key = valid_key(key)
+        check_size(checked, key)
         text = encode_value(checked, key, value)
         await self._write(join(checked), key, text, _clock())
 
