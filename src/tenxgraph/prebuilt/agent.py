@@ -4,7 +4,7 @@ edge. It is what you would write by hand; `tools_condition` is public for that."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
@@ -12,6 +12,9 @@ from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.settings import Tracing
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.store.base import BaseStore
 
 
 def tools_condition(state: AgentState) -> str:
@@ -76,17 +79,20 @@ class ReactAgent:
         checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
+        store: BaseStore | None = None,
         *,
         name: str | None = None,
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
     ) -> CompiledGraph:
         """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory;
-        `name`, `hooks` and `tracing` say how its runs are observed (named ``"agent"``)."""
+        `name`, `hooks` and `tracing` say how its runs are observed (named ``"agent"``);
+        tools taking a `store` parameter get `store`."""
         return self.graph.compile(
             checkpointer=checkpointer,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            store=store,
             name=name or "agent",
             hooks=hooks,
             tracing=tracing,

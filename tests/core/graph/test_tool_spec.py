@@ -405,12 +405,17 @@ def test_tool_metadata_overrides_name_description_and_tags() -> None:
 
 def test_injected_parameters_are_left_out_and_recorded() -> None:
     def lookup(
-        query: str, state: Any, config: dict[str, Any], tool_call_id: str, idempotency_key: str
+        query: str,
+        state: Any,
+        config: dict[str, Any],
+        store: Any,
+        tool_call_id: str,
+        idempotency_key: str,
     ) -> None:
         """Look up."""
 
     spec = tool_spec(lookup)
-    assert frozenset({"state", "config", "tool_call_id", "idempotency_key"}) == INJECTED
+    assert frozenset({"state", "config", "store", "tool_call_id", "idempotency_key"}) == INJECTED
     assert spec.injected == INJECTED
     assert list(params(spec)["properties"]) == ["query"]
     assert params(spec)["required"] == ["query"]

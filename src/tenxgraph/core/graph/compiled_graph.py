@@ -26,6 +26,7 @@ from tenxgraph.utils.sync_bridge import SyncBridge
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
+    from tenxgraph.storage.store.base import BaseStore
 
 Input = dict[str, Any] | None
 Config = dict[str, Any] | None
@@ -52,9 +53,11 @@ class CompiledGraph:
         name: str = "graph",
         hooks: tuple[Hook, ...] = (),
         tracing: Tracing = DEFAULT_TRACING,
+        store: BaseStore | None = None,
     ) -> None:
         state_type = type(state)
         self.name = name
+        self._store = store
         self.state_type: type[AgentState] = state_type
         self._program = program = Program.build(
             state_type,
@@ -87,6 +90,13 @@ class CompiledGraph:
             checkpointer.bind_state_type(self.state_type)
         self._program.checkpointer = checkpointer
         self._loop_thread.closing = checkpointer
+
+    @property
+    def store(self) -> BaseStore | None:
+        """The long-term store given to `compile(store=...)` (None: none), the one this app's
+        nodes and tools taking `store` receive. Read-only: it was bound to them at compile
+        time; compile again for another."""
+        return self._store
 
     @property
     def interrupt_before(self) -> frozenset[str]:
@@ -282,7 +292,7 @@ class CompiledGraph:
         specs = self._program.specs
         if name not in specs:
             raise KeyError(f"No node named {name!r}; nodes are {sorted(specs)}")
-        specs[name] = compile_node(name, func, specs[name].index)
+        specs[name] = compile_node(name, func, specs[name].index, self._store)
         return self
 
     async def aclose(self) -> None:

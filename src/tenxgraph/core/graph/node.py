@@ -81,11 +81,20 @@ def _kind(func: NodeFunc) -> str:
     return SYNC
 
 
-def make_caller(name: str, func: NodeFunc, what: str = "Node") -> Callable[..., Any]:
+#: `make_caller(store=...)` for callers the graph offers no store to (conditions)
+NOT_OFFERED: Any = object()
+
+
+def make_caller(
+    name: str, func: NodeFunc, what: str = "Node", store: Any = NOT_OFFERED
+) -> Callable[..., Any]:
     """A `call(state, config)` for `func`, from its signature.
 
-    One required parameter not named `state`/`config` receives the state. Otherwise parameters
-    named `state` and `config` are filled; any other required parameter is an error.
+    One required parameter not named `state`/`config`/`store` receives the state. Otherwise
+    parameters named `state` and `config` are filled; any other required parameter is an
+    error. A parameter named `store` receives the graph's store (`compile(store=...)`; nodes
+    only): a required one when the graph has none is an error here, at compile time; an
+    optional one then gets None.
     """
     try:
         signature = inspect.signature(func)
@@ -96,21 +105,18 @@ def make_caller(name: str, func: NodeFunc, what: str = "Node") -> Callable[..., 
         for p in signature.parameters.values()
         if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
+    runtime = ("state", "config") if store is NOT_OFFERED else ("state", "config", "store")
     required = [p for p in params if p.default is inspect.Parameter.empty]
     names = {p.name for p in params}
-    if len(required) == 1 and required[0].name not in ("state", "config"):
+    if "store" in runtime and "store" in names:
+        _check_store(name, what, store, next(p for p in params if p.name == "store"))
+        return _with_store(name, what, func, required, names, store)
+    if len(required) == 1 and required[0].name not in runtime:
         if required[0].kind is inspect.Parameter.KEYWORD_ONLY:
             key = required[0].name
             return lambda state, config: func(**{key: state})
         return lambda state, config: func(state)
-    unknown = [p.name for p in required if p.name not in ("state", "config")]
-    if unknown:
-        raise GraphError(
-            f"{what} {name!r} has required parameter(s) {unknown} that the graph cannot fill: "
-            "a node takes `state`, `config`, both, or a single parameter that receives the state",
-            "GRAPH_007",
-            {"node": name, "parameters": unknown},
-        )
+    _check_required(name, what, required, runtime)
     wants_state, wants_config = "state" in names, "config" in names
     if wants_state and wants_config:
         return lambda state, config: func(state=state, config=config)
@@ -121,17 +127,71 @@ def make_caller(name: str, func: NodeFunc, what: str = "Node") -> Callable[..., 
     return lambda state, config: func()
 
 
+def _check_required(
+    name: str, what: str, required: list[inspect.Parameter], runtime: tuple[str, ...]
+) -> None:
+    unknown = [p.name for p in required if p.name not in runtime]
+    if unknown:
+        raise GraphError(
+            f"{what} {name!r} has required parameter(s) {unknown} that the graph cannot fill: "
+            "a node takes `state`, `config`, `store`, or a single parameter that receives the "
+            "state",
+            "GRAPH_007",
+            {"node": name, "parameters": unknown},
+        )
+
+
+def _check_store(name: str, what: str, store: Any, param: inspect.Parameter) -> None:
+    if store is None and param.default is inspect.Parameter.empty:
+        raise GraphError(
+            f"{what} {name!r} takes a `store`, but the graph was compiled without one: pass "
+            "compile(store=InMemoryStore()) (or SqliteStore/PostgresStore from "
+            "tenxgraph.storage.store), or give the parameter a default (`store=None`)",
+            "GRAPH_007",
+            {"node": name, "parameters": ["store"]},
+        )
+
+
+def _with_store(
+    name: str,
+    what: str,
+    func: NodeFunc,
+    required: list[inspect.Parameter],
+    names: set[str],
+    store: Any,
+) -> Callable[..., Any]:
+    """The caller of a node taking `store`: the store bound now, at compile time (each
+    compiled graph its own), the state and config as the run gives them."""
+    others = [p for p in required if p.name not in ("state", "config", "store")]
+    if len(others) == 1 and not names & {"state", "config"}:
+        if others[0].kind is inspect.Parameter.KEYWORD_ONLY:
+            key = others[0].name
+            return lambda state, config: func(**{key: state}, store=store)
+        return lambda state, config: func(state, store=store)
+    if others:
+        _check_required(name, what, others, ("state", "config", "store"))  # raises
+    wanted = [n for n in ("state", "config") if n in names]
+
+    def call(state: Any, config: dict[str, Any]) -> Any:
+        given = {"state": state, "config": config}
+        return func(**{n: given[n] for n in wanted}, store=store)
+
+    return call
+
+
 def _mentions_command(func: NodeFunc) -> bool:
     annotation = getattr(_target(func), "__annotations__", {}).get("return")
     return annotation is not None and "Command" in str(annotation)
 
 
-def compile_node(name: str, func: NodeFunc, index: int) -> NodeSpec:
+def compile_node(name: str, func: NodeFunc, index: int, store: Any = None) -> NodeSpec:
+    """A node as the engine runs it; `store` is the graph's (`compile(store=...)`), given to
+    the node when it takes a `store` parameter."""
     return NodeSpec(
         name=name,
         func=func,
         kind=_kind(func),
-        call=make_caller(name, func),
+        call=make_caller(name, func, store=store),
         index=index,
         dynamic_goto=_mentions_command(func),
         whole=_whole_of(func),
@@ -245,6 +305,7 @@ def _collect_fields(
 __all__ = [
     "ASYNC",
     "ASYNC_GEN",
+    "NOT_OFFERED",
     "SYNC",
     "FieldUpdates",
     "NodeEvent",

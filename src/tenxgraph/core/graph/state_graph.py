@@ -19,6 +19,7 @@ from tenxgraph.utils.constants import END, START
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.storage.store.base import BaseStore
 
 _RESERVED_NAMES = (START, END)
 
@@ -127,7 +128,7 @@ class StateGraph:
         checkpointer: BaseCheckpointer | Literal[False] | None = None,
         interrupt_before: Iterable[str] | None = None,
         interrupt_after: Iterable[str] | None = None,
-        store: Any = None,
+        store: BaseStore | None = None,
         media_store: Any = None,
         callback_manager: Any = None,
         shutdown_timeout: Any = None,
@@ -147,6 +148,10 @@ class StateGraph:
         `InMemoryCheckpointer` bounded at 1,000 threads and 64 MiB that drops the least
         recently used ones; `checkpointer=False` keeps nothing at all.
 
+        `store` (a `tenxgraph.storage.store.BaseStore`) is the long-term memory of this app's
+        nodes and tools: those taking a parameter named `store` receive it (a required one
+        without a store is a GRAPH_007 error here; an optional one gets None).
+
         `name` is what traces, logs and hooks call this graph. `hooks` (a `RunHooks`, a
         callable taking one event, or a list of them) are told what every run does.
         `tracing`: OpenTelemetry spans go to the globally configured tracer provider when
@@ -154,14 +159,14 @@ class StateGraph:
         `False` for none."""
         _not_supported(
             "compile",
-            store=store,
             media_store=media_store,
             callback_manager=callback_manager,
             shutdown_timeout=shutdown_timeout,
         )
         self._check_edges()
+        _check_store(store, self.nodes)
         specs = {
-            name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i)
+            name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i, store)
             for i, (name, func) in enumerate(self.nodes.items())
         }
         routing = Routing.build(
@@ -193,6 +198,7 @@ class StateGraph:
             context_manager=self.context_manager,
             interrupt_before=before,
             interrupt_after=after,
+            store=store,
         )
 
     def _check_edges(self) -> None:
@@ -282,6 +288,32 @@ def _bound(
     object can serve several graphs."""
     bind = getattr(func, "_bind_to_graph", None)
     return bind(name, nodes, context_manager) if bind is not None else func
+
+
+def _check_store(store: Any, nodes: dict[str, Any]) -> None:
+    """`compile(store=...)` is a `BaseStore` or None; without one, no ToolNode may hold a tool
+    that requires a `store` (nodes taking one are checked by `compile_node`)."""
+    if store is not None:
+        from tenxgraph.storage.store.base import BaseStore
+
+        if not isinstance(store, BaseStore):
+            raise TypeError(
+                f"compile(store=...) takes a tenxgraph.storage.store.BaseStore (InMemoryStore, "
+                f"SqliteStore, PostgresStore), not {type(store).__name__}"
+            )
+        return
+    for name, func in nodes.items():
+        needing = getattr(type(func), "_store_required_by", None)  # on the class: not a mock's
+        tools = needing(func) if callable(needing) and not isinstance(func, type) else []
+        if tools:
+            raise GraphError(
+                f"Node {name!r} has tools that take a `store` ({tools}), but the graph was "
+                "compiled without one: pass compile(store=InMemoryStore()) (or SqliteStore/"
+                "PostgresStore from tenxgraph.storage.store), or give the tools' parameter a "
+                "default (`store=None`)",
+                "GRAPH_007",
+                {"node": name, "tools": tools},
+            )
 
 
 def _tracing(value: Tracing | bool | None) -> Tracing:

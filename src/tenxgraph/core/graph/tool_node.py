@@ -12,10 +12,11 @@ executed twice. Calls of tools that require approval wait for a person's decisio
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -48,6 +49,9 @@ from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS
 from tenxgraph.utils.interrupt import GraphInterrupt, InterruptScope, current_scope
 
+if TYPE_CHECKING:
+    from tenxgraph.storage.store.base import BaseStore
+
 log = get_logger("tenxgraph.tools")
 
 _APPROVAL_WORDS = {"approve": "approved", "edit": "edited", "reject": "rejected"}
@@ -65,6 +69,7 @@ class _Step:
     time_limit: float | None
     answers: Mapping[str, Any]  # the answers to interrupts so far, by scope
     decisions: Mapping[str, Decision]  # approval decisions, by call id
+    store: BaseStore | None = None  # the graph's long-term store, for tools taking `store`
 
     @property
     def thread_id(self) -> str:
@@ -78,7 +83,8 @@ class ToolNode:
 
     `tools` are plain functions, sync or async (sync ones run in a worker thread). Each tool's
     schema comes from its signature, type hints and docstring, or from `@tool(...)`; parameters
-    named `state`, `config`, `tool_call_id` and `idempotency_key` are filled by the runtime.
+    named `state`, `config`, `store`, `tool_call_id` and `idempotency_key` are filled by the
+    runtime, never shown to the model (`store`: the graph's, from `compile(store=...)`).
     Config keys: `max_parallel_tools` (default 8) and `tool_timeout` in seconds (default 300;
     None or 0 for none).
 
@@ -153,7 +159,18 @@ class ToolNode:
 
     # -- the node --------------------------------------------------------------------------
 
-    async def __call__(self, state: AgentState, config: dict[str, Any]) -> AsyncIterator[Any]:
+    def _store_required_by(self) -> list[str]:
+        """The tools taking a `store` without a default: the graph compiling this node must
+        have a store (checked by `compile`)."""
+        return sorted(
+            name
+            for name, spec in self._tools.items()
+            if "store" in spec.injected and _store_required(spec.func)
+        )
+
+    async def __call__(
+        self, state: AgentState, config: dict[str, Any], store: BaseStore | None = None
+    ) -> AsyncIterator[Any]:
         found = pending_calls(state.context)
         if found is None:
             return
@@ -171,6 +188,7 @@ class ToolNode:
             time_limit=_time_limit(config),
             answers=state.execution_meta.internal_data.get("answers") or {},
             decisions={},
+            store=store,
         )
         waiting: GraphInterrupt | None = None
         if self._gated:
@@ -263,6 +281,7 @@ class ToolNode:
         tool_call_id: str,
         config: dict[str, Any] | None = None,
         state: AgentState | None = None,
+        store: BaseStore | None = None,
     ) -> Message:
         """Run one tool call outside a graph (no ledger, no approval: the caller decides)
         and return its tool message."""
@@ -275,6 +294,7 @@ class ToolNode:
             time_limit=_time_limit(config or {}),
             answers={},
             decisions={},
+            store=store,
         )
         outcome = await self._run_call(ToolCall(tool_call_id, name, args), step)
         if outcome.interrupt is not None:
@@ -415,10 +435,21 @@ def _inject(injected: frozenset[str], kwargs: dict[str, Any], call: ToolCall, st
         kwargs["state"] = step.state
     if "config" in injected:
         kwargs["config"] = step.config
+    if "store" in injected:
+        kwargs["store"] = step.store
     if "tool_call_id" in injected:
         kwargs["tool_call_id"] = call.id
     if "idempotency_key" in injected:
         kwargs["idempotency_key"] = idempotency_key(step.thread_id, step.asked, call.id)
+
+
+def _store_required(func: Callable[..., Any]) -> bool:
+    """Whether `func`'s `store` parameter has no default."""
+    try:
+        param = inspect.signature(func).parameters.get("store")
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _time_limit(config: dict[str, Any]) -> float | None:

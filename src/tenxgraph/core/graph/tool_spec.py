@@ -30,8 +30,8 @@ from pydantic.fields import FieldInfo
 from tenxgraph.core.graph.tool_docs import read_docs
 from tenxgraph.utils.decorators import TOOL_ATTRIBUTE, ToolInfo, check_tool_name
 
-# filled by the runtime, not the model
-INJECTED = frozenset({"state", "config", "tool_call_id", "idempotency_key"})
+# filled by the runtime, not the model (`store`: the graph's long-term store)
+INJECTED = frozenset({"state", "config", "store", "tool_call_id", "idempotency_key"})
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)

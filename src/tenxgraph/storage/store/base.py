@@ -1,0 +1,250 @@
+"""`BaseStore`: memories that outlive a thread, as JSON values under namespaced keys.
+
+A checkpointer keeps one thread's state; a store keeps what every thread may read and write:
+a user's preferences, facts an agent learnt, shared notes. Items live under a namespace (a
+tuple of labels, e.g. ("users", "u-42", "memories")) and a key; a search lists the items
+under a namespace prefix, newest first.
+
+Every store checks what it is given before it reads or writes (`_values`): the namespace,
+the key, and that the value reads back equal; otherwise `ValueError` or
+`SerializationError`, naming what is wrong, and nothing is written. A store subclass
+implements five small methods on checked, encoded data (`_write`, `_read`, `_remove`,
+`_rows`, `_namespace_texts`); the checks, the filter and the sync twins live here, once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import SerializationError
+from tenxgraph.core.state._depth import format_path
+from tenxgraph.storage.checkpointer._json_values import plain_problem
+from tenxgraph.storage.store._values import (
+    Namespace,
+    check_size,
+    decode_value,
+    encode_value,
+    join,
+    split,
+    valid_key,
+    valid_namespace,
+)
+from tenxgraph.utils.sync_bridge import read_blocking
+
+T = TypeVar("T")
+
+#: when a write happens (seconds since the epoch); tests set a clock of their own
+_clock = time.time
+
+#: one stored row: (namespace text, key, value JSON, created_at, updated_at)
+Row = tuple[str, str, str, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One stored memory. `value` is a fresh dict at every read: changing it changes nothing
+    stored (`aput` it back for that). Times are seconds since the epoch (`time.time()`)."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+def _item(row: Sequence[Any]) -> Item:
+    namespace = split(row[0])
+    return Item(namespace, row[1], decode_value(namespace, row[1], row[2]), row[3], row[4])
+
+
+class BaseStore(ABC):
+    """Keeps JSON values under (namespace, key). Async methods, each with a sync twin that
+    runs it on tenxgraph's own loop thread (for scripts and sync nodes and tools)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def asetup(self) -> None:  # noqa: B027 - optional hook
+        """Create tables or files. Safe to call more than once (first use also does it)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files. The store reopens on its next use."""
+
+    # -- what a backend implements, on checked and encoded data -----------------------------
+
+    @abstractmethod
+    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
+        """Insert, or replace the value and `updated_at` of (keeping `created_at`)."""
+
+    @abstractmethod
+    async def _read(self, namespace: str, key: str) -> Row | None:
+        """The row of (namespace, key), or None."""
+
+    @abstractmethod
+    async def _remove(self, namespace: str, key: str) -> None:
+        """Delete the row of (namespace, key), if any."""
+
+    @abstractmethod
+    async def _rows(self, prefix: Namespace, limit: int | None, offset: int) -> list[Row]:
+        """The rows whose namespace is `prefix` or under it (all for `()`), ordered by
+        updated_at descending, then key, then namespace; `limit` None: all of them."""
+
+    @abstractmethod
+    async def _namespace_texts(self, prefix: Namespace) -> list[str]:
+        """The distinct stored namespace texts equal to `prefix` or under it."""
+
+    # -- the API ---------------------------------------------------------------------------
+
+    async def aput(self, namespace: Sequence[str], key: str, value: dict[str, Any]) -> None:
+        """Store `value` under (namespace, key), replacing any value there (`created_at` stays,
+        `updated_at` moves). `SerializationError` (naming the field) for a value that would
+        not read back equal; nothing is written then."""
+        checked = valid_namespace(namespace)
+        key = valid_key(key)
+        check_size(checked, key)
+        text = encode_value(checked, key, value)
+        await self._write(join(checked), key, text, _clock())
+
+    async def aget(self, namespace: Sequence[str], key: str) -> Item | None:
+        """The item under (namespace, key), or None."""
+        row = await self._read(join(valid_namespace(namespace)), valid_key(key))
+        return None if row is None else _item(row)
+
+    async def adelete(self, namespace: Sequence[str], key: str) -> None:
+        """Delete the item under (namespace, key); nothing happens when there is none."""
+        await self._remove(join(valid_namespace(namespace)), valid_key(key))
+
+    async def asearch(
+        self,
+        namespace_prefix: Sequence[str],
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Item]:
+        """The items whose namespace starts with `namespace_prefix` (whole labels: ("a",)
+        matches ("a", "b"), never ("ab",); `()` matches every item), newest `updated_at`
+        first, then by key. `filter` keeps the items whose value has each of its top-level
+        fields equal as JSON (1 matches 1, not 1.0 or True). With a filter, the matching is
+        done here, over every item under the prefix; `limit` and `offset` count matches."""
+        prefix = valid_namespace(namespace_prefix, allow_empty=True)
+        _check_page(limit, offset)
+        if filter is None:
+            return [_item(row) for row in await self._rows(prefix, limit, offset)]
+        wanted = _canonical_filter(filter)
+        found: list[Item] = []
+        if limit == 0:
+            return found
+        for row in await self._rows(prefix, None, 0):
+            item = _item(row)
+            if all(k in item.value and _canonical(item.value[k]) == v for k, v in wanted):
+                found.append(item)
+                if len(found) == offset + limit:
+                    break
+        return found[offset:]
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """The namespaces holding items, sorted: those starting with `prefix` and ending with
+        `suffix` (whole labels), each cut to its first `max_depth` labels (duplicates
+        removed after the cut), then `offset` and `limit` applied."""
+        start = valid_namespace(prefix or (), allow_empty=True)
+        end = valid_namespace(suffix or (), allow_empty=True)
+        if max_depth is not None and (type(max_depth) is not int or max_depth < 1):
+            raise ValueError(f"max_depth must be a positive int or None, got {max_depth!r}")
+        _check_page(limit, offset)
+        found: set[Namespace] = set()
+        for text in await self._namespace_texts(start):
+            namespace = split(text)
+            if end and namespace[len(namespace) - len(end) :] != end:
+                continue
+            found.add(namespace if max_depth is None else namespace[:max_depth])
+        return sorted(found)[offset : offset + limit]
+
+    # -- sync twins ------------------------------------------------------------------------
+
+    def put(self, namespace: Sequence[str], key: str, value: dict[str, Any]) -> None:
+        """`aput`, blocking (from synchronous code; never from the event loop's own thread)."""
+        self._blocking(self.aput(namespace, key, value))
+
+    def get(self, namespace: Sequence[str], key: str) -> Item | None:
+        """`aget`, blocking."""
+        return self._blocking(self.aget(namespace, key))
+
+    def delete(self, namespace: Sequence[str], key: str) -> None:
+        """`adelete`, blocking."""
+        self._blocking(self.adelete(namespace, key))
+
+    def search(
+        self,
+        namespace_prefix: Sequence[str],
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Item]:
+        """`asearch`, blocking."""
+        return self._blocking(
+            self.asearch(namespace_prefix, filter=filter, limit=limit, offset=offset)
+        )
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """`alist_namespaces`, blocking."""
+        return self._blocking(
+            self.alist_namespaces(
+                prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    def _blocking(self, call: Coroutine[Any, Any, T]) -> T:
+        """`call` run on tenxgraph's read loop thread, waited for; that loop closes this store
+        (what it opened there) at exit."""
+        return read_blocking(self, call)
+
+
+def _check_page(limit: int, offset: int) -> None:
+    if type(limit) is not int or limit < 0:
+        raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+    if type(offset) is not int or offset < 0:
+        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _canonical_filter(filter: dict[str, Any]) -> list[tuple[str, str]]:
+    """The filter's fields with their JSON texts; its values are checked like a stored
+    value's (a NaN or a set could never match anything stored)."""
+    if not isinstance(filter, dict):
+        raise ValueError(f"filter must be a dict of field values, not {type(filter).__name__}")
+    problem = plain_problem(filter, 1)
+    if problem is not None:
+        field = format_path(problem.path)
+        raise SerializationError(
+            f"Search filter: field {field!r}: {problem.reason}; no stored value could match it",
+            context={"field": field},
+        )
+    return [(field, _canonical(value)) for field, value in filter.items()]
+
+
+__all__ = ["BaseStore", "Item", "Row"]

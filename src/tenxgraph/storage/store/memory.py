@@ -1,0 +1,69 @@
+"""`InMemoryStore`: items kept in this process, for tests, notebooks and one-process apps.
+
+Values are kept as their JSON text, as the SQL stores keep them: a read gives a fresh dict
+(changing it changes nothing stored), and what reads back is exactly what SQLite or
+PostgreSQL would give. A lock guards the items: the sync twins run on another thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from tenxgraph.storage.store._values import Namespace, join, prefix_range
+from tenxgraph.storage.store.base import BaseStore, Row
+
+
+class InMemoryStore(BaseStore):
+    """Items in a dict of this instance, gone with it. Unbounded: for data that fits in
+    memory (use `SqliteStore` to keep memories across restarts)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str], Row] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"InMemoryStore({len(self._items)} items)"
+
+    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
+        with self._lock:
+            old = self._items.get((namespace, key))
+            created = now if old is None else old[3]
+            self._items[namespace, key] = (namespace, key, value, created, now)
+
+    async def _read(self, namespace: str, key: str) -> Row | None:
+        with self._lock:
+            return self._items.get((namespace, key))
+
+    async def _remove(self, namespace: str, key: str) -> None:
+        with self._lock:
+            self._items.pop((namespace, key), None)
+
+    async def _rows(self, prefix: Namespace, limit: int | None, offset: int) -> list[Row]:
+        under = _under(prefix)
+        with self._lock:
+            rows = [row for row in self._items.values() if under(row[0])]
+        rows.sort(key=_newest_first)
+        return rows[offset:] if limit is None else rows[offset : offset + limit]
+
+    async def _namespace_texts(self, prefix: Namespace) -> list[str]:
+        under = _under(prefix)
+        with self._lock:
+            return sorted({ns for ns, _ in self._items if under(ns)})
+
+
+def _newest_first(row: Row) -> tuple[float, str, str]:
+    return -row[4], row[1], row[0]
+
+
+def _under(prefix: Namespace) -> Callable[[str], bool]:
+    """Whether a stored namespace text is `prefix` or under it, as the SQL stores' range
+    says."""
+    bounds = prefix_range(prefix)
+    if bounds is None:
+        return lambda text: True
+    exact, (low, high) = join(prefix), bounds
+    return lambda text: text == exact or low <= text < high
+
+
+__all__ = ["InMemoryStore"]

@@ -1,0 +1,205 @@
+"""`PostgresStore`: items in PostgreSQL, in the table `tx_store_items` of a schema (the
+checkpointer's schema may hold it too: pass the same DSN and schema), shared by every process
+and host using it.
+
+Every call is one statement, so one round trip and one transaction; a write is an upsert, so
+two writers of one key never fail: the last one wins. The namespace and key columns compare
+bytewise (`COLLATE "C"`), whatever the database's collation, so that a prefix search is a
+range of the primary key (`_sql`).
+
+asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import TransientStorageError
+from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
+from tenxgraph.storage.checkpointer.postgres import _IDENTIFIER, _is_transient
+from tenxgraph.storage.store._sql import (
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    VERSION_TABLE,
+    check_version,
+    namespaces_query,
+    rows_query,
+)
+from tenxgraph.storage.store._values import Namespace
+from tenxgraph.storage.store.base import BaseStore, Row
+
+T = TypeVar("T")
+
+_PG = "${}"  # placeholders $1, $2...
+_BACKOFF_SECONDS = 0.05
+
+
+def _asyncpg() -> Any:
+    try:
+        import asyncpg  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("PostgresStore needs asyncpg: pip install 'tenxgraph[postgres]'") from exc
+    return asyncpg
+
+
+def _schema(s: str) -> tuple[str, ...]:
+    return (
+        f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"CREATE TABLE IF NOT EXISTS {s}.{VERSION_TABLE} (version INTEGER NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS {s}.{TABLE} (
+            namespace TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            value TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (namespace, key))""",
+        f"CREATE INDEX IF NOT EXISTS {TABLE}_updated ON {s}.{TABLE} (updated_at DESC, key)",
+    )
+
+
+class PostgresStore(BaseStore):
+    """Items in PostgreSQL (`dsn`), in `schema` (created on first use).
+
+    Pools as `PgCheckpointer`'s: one per event loop using the store, `min_size`..`max_size`
+    connections, closed by `aclose()` or when that loop shuts down. Lost connections are
+    retried `retries` times (every call is safe to repeat: an upsert, a delete, a read)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 10,
+        retries: int = 3,
+    ) -> None:
+        if not _IDENTIFIER.match(schema):
+            raise ValueError(
+                f"schema {schema!r} is not a plain SQL identifier (letters, digits, _; at most "
+                "63 characters, not starting with a digit)"
+            )
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        _asyncpg()  # fail here, with the install hint, rather than on first use
+        self._dsn = dsn
+        self.schema = schema
+        self._s = f'"{schema}"'
+        self._min_size = min_size
+        self._max_size = max_size
+        self._retries = retries
+        self._pools = LoopPools(self._create_pool, self._connect)
+        self._ready = False
+        digest = hashlib.sha256(f"tenxgraph-store:{schema}".encode()).digest()
+        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r})"
+
+    # -- pools, schema, retries ------------------------------------------------------------
+
+    async def _create_pool(self) -> Pool:
+        # A connection goes back to the pool as it is (as `PgCheckpointer`'s do): asyncpg's
+        # reset query would cost a round trip per call, to undo what this store never does
+        # (SET, LISTEN, cursors or advisory locks outliving a transaction).
+        return await _asyncpg().create_pool(
+            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_leave_as_is
+        )
+
+    async def _connect(self) -> Connection:
+        return await _asyncpg().connect(self._dsn)
+
+    async def _ensure_table(self, conn: Connection) -> None:
+        async with conn.transaction():
+            # many processes may start at once: one creates the table, the others wait here
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            for statement in _schema(self._s):
+                await conn.execute(statement)
+            found = await conn.fetchval(f"SELECT MAX(version) FROM {self._s}.{VERSION_TABLE}")
+            check_version(f"PostgreSQL schema {self.schema!r}", found)
+            if found is None:
+                await conn.execute(
+                    f"INSERT INTO {self._s}.{VERSION_TABLE} VALUES ($1)", STORE_SCHEMA_VERSION
+                )
+
+    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run `operation` on a pooled connection, retrying transient failures."""
+        attempt = 0
+        while True:
+            try:
+                pool = await self._pools.get()
+                async with self._pools.connection(pool) as conn:
+                    if not self._ready:
+                        await self._ensure_table(conn)
+                        self._ready = True
+                    return await operation(conn)
+            except Exception as exc:
+                if not _is_transient(exc):
+                    raise
+                if attempt >= self._retries:
+                    raise TransientStorageError(
+                        f"PostgreSQL store: gave up after {attempt + 1} attempts: "
+                        f"{type(exc).__name__}: {exc}",
+                        context={"attempts": attempt + 1},
+                    ) from exc
+            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
+            attempt += 1
+
+    async def asetup(self) -> None:
+        """Create the pool, the schema and the table. Safe to repeat."""
+        await self._run(_noop)
+
+    async def aclose(self) -> None:
+        """Close the pools this store created (it reopens on its next use)."""
+        await self._pools.aclose()
+
+    # -- rows ------------------------------------------------------------------------------
+
+    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
+        query = (
+            f"INSERT INTO {self._s}.{TABLE} (namespace, key, value, created_at, updated_at) "
+            "VALUES ($1, $2, $3, $4, $4) ON CONFLICT (namespace, key) DO UPDATE SET "
+            "value = excluded.value, updated_at = excluded.updated_at"
+        )
+        await self._run(lambda conn: conn.execute(query, namespace, key, value, now))
+
+    async def _read(self, namespace: str, key: str) -> Row | None:
+        query = (
+            f"SELECT namespace, key, value, created_at, updated_at FROM {self._s}.{TABLE} "
+            "WHERE namespace = $1 AND key = $2"
+        )
+        row = await self._run(lambda conn: conn.fetchrow(query, namespace, key))
+        return None if row is None else _row(row)
+
+    async def _remove(self, namespace: str, key: str) -> None:
+        query = f"DELETE FROM {self._s}.{TABLE} WHERE namespace = $1 AND key = $2"
+        await self._run(lambda conn: conn.execute(query, namespace, key))
+
+    async def _rows(self, prefix: Namespace, limit: int | None, offset: int) -> list[Row]:
+        query, args = rows_query(prefix, limit, offset, _PG)
+        query = query.replace(f"FROM {TABLE}", f"FROM {self._s}.{TABLE}", 1)
+        rows = await self._run(lambda conn: conn.fetch(query, *args))
+        return [_row(row) for row in rows]
+
+    async def _namespace_texts(self, prefix: Namespace) -> list[str]:
+        query, args = namespaces_query(prefix, _PG)
+        query = query.replace(f"FROM {TABLE}", f"FROM {self._s}.{TABLE}", 1)
+        rows = await self._run(lambda conn: conn.fetch(query, *args))
+        return [str(row[0]) for row in rows]
+
+
+async def _noop(conn: Connection) -> None:
+    return None
+
+
+async def _leave_as_is(conn: Connection) -> None:
+    return None
+
+
+def _row(row: Any) -> Row:
+    return (str(row[0]), str(row[1]), str(row[2]), float(row[3]), float(row[4]))
+
+
+__all__ = ["PostgresStore"]

@@ -1,0 +1,170 @@
+"""`SqliteStore`: items in a SQLite file, in the table `tx_store_items` (the checkpointer's
+file may hold it too: pass the same path).
+
+One `sqlite3` connection per store, used by one call at a time (a lock) in a worker thread
+(`asyncio.to_thread`): any event loop, and the sync twins' loop thread, can use the same
+store. Every call is one statement, so one transaction; across processes SQLite's write
+lock serialises writes (WAL mode: readers never wait for a writer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import StorageError, TransientStorageError
+from tenxgraph.storage.store._sql import (
+    STORE_SCHEMA_VERSION,
+    TABLE,
+    VERSION_TABLE,
+    check_version,
+    namespaces_query,
+    rows_query,
+)
+from tenxgraph.storage.store._values import Namespace
+from tenxgraph.storage.store.base import BaseStore, Row
+
+T = TypeVar("T")
+
+DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
+
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+        namespace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (namespace, key))""",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_updated ON {TABLE} (updated_at DESC, key)",
+)
+
+_UPSERT = (
+    f"INSERT INTO {TABLE} (namespace, key, value, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value = excluded.value, updated_at = excluded.updated_at"
+)
+
+
+class SqliteStore(BaseStore):
+    """Items in one SQLite file (default `~/.tenxgraph/checkpoints.db`, the checkpointer's).
+
+    A write that waits longer than `busy_timeout` seconds for another process's write lock
+    raises `TransientStorageError`; retry it."""
+
+    def __init__(self, db_path: str | Path = DEFAULT_DB_PATH, *, busy_timeout: float = 5.0) -> None:
+        if str(db_path) == ":memory:":
+            raise ValueError(
+                "SqliteStore keeps memories across runs in a file; for memories in this process "
+                "only, use InMemoryStore()"
+            )
+        self.db_path = Path(db_path).expanduser()
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.db_path)!r})"
+
+    # -- connection ------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.db_path, isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._create(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        """Create the tables, or check that their version is one this code reads."""
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        found = conn.execute(f"SELECT MAX(version) FROM {VERSION_TABLE}").fetchone()[0]
+        check_version(f"SQLite database {str(self.db_path)!r}", found)
+        if found is None:
+            conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (?)", (STORE_SCHEMA_VERSION,))
+
+    def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` on the store's connection (opened on first use), one call at a time."""
+        try:
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._open()
+                return work(self._conn)
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
+                raise TransientStorageError(
+                    f"SQLite database {str(self.db_path)!r} stayed locked by another writer for "
+                    f"{self._busy_timeout}s; retry, or raise busy_timeout",
+                    context={"db_path": str(self.db_path)},
+                ) from exc
+            raise StorageError(f"SQLite store {str(self.db_path)!r}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite store {str(self.db_path)!r}: {exc}") from exc
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._call, work)
+
+    async def asetup(self) -> None:
+        """Open the file and create the table. Safe to repeat."""
+        await self._run(lambda conn: None)
+
+    async def aclose(self) -> None:
+        """Close the connection; the store reopens on its next use."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- rows ------------------------------------------------------------------------------
+
+    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
+        await self._run(lambda conn: conn.execute(_UPSERT, (namespace, key, value, now, now)))
+
+    async def _read(self, namespace: str, key: str) -> Row | None:
+        query = (
+            f"SELECT namespace, key, value, created_at, updated_at FROM {TABLE} "
+            "WHERE namespace = ? AND key = ?"
+        )
+        rows = await self._run(lambda conn: conn.execute(query, (namespace, key)).fetchall())
+        return _row(rows[0]) if rows else None
+
+    async def _remove(self, namespace: str, key: str) -> None:
+        query = f"DELETE FROM {TABLE} WHERE namespace = ? AND key = ?"
+        await self._run(lambda conn: conn.execute(query, (namespace, key)))
+
+    async def _rows(self, prefix: Namespace, limit: int | None, offset: int) -> list[Row]:
+        query, args = rows_query(prefix, limit, offset)
+        rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
+        return [_row(row) for row in rows]
+
+    async def _namespace_texts(self, prefix: Namespace) -> list[str]:
+        query, args = namespaces_query(prefix)
+        rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
+        return [str(row[0]) for row in rows]
+
+
+def _row(row: Any) -> Row:
+    return (str(row[0]), str(row[1]), str(row[2]), float(row[3]), float(row[4]))
+
+
+__all__ = ["DEFAULT_DB_PATH", "SqliteStore"]
