@@ -75,7 +75,9 @@ class _Step:
 class ToolNode:
     """A graph node that runs tools: ``graph.add_node("tools", ToolNode([search, refund]))``.
 
-    `tools` are plain functions, sync or async (sync ones run in a worker thread). Each tool's
+    `tools` are plain functions, sync or async (sync ones run in a worker thread), or
+    `ToolSpec`s (`ToolSpec.from_schema`: a tool described by a JSON schema, such as an MCP
+    server's). Each function's
     schema comes from its signature, type hints and docstring, or from `@tool(...)`; parameters
     named `state`, `config`, `tool_call_id` and `idempotency_key` are filled by the runtime.
     Config keys: `max_parallel_tools` (default 8) and `tool_timeout` in seconds (default 300;
@@ -103,7 +105,7 @@ class ToolNode:
 
     def add_tool(self, func: Callable[..., Any]) -> None:
         spec = tool_spec(func)
-        if spec.name in self._tools and self._tools[spec.name].func is not func:
+        if spec.name in self._tools and self._tools[spec.name].func is not spec.func:
             raise ValueError(f"Two tools are named {spec.name!r}; rename one with @tool(name=...)")
         self._tools[spec.name] = spec
         self._gated = self._gated or spec.requires_approval
