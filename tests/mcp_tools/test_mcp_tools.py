@@ -6,6 +6,7 @@ credentials redacted."""
 from __future__ import annotations
 
 import base64
+import logging
 import socket
 import sys
 from typing import Any
@@ -251,3 +252,31 @@ def test_a_server_is_a_command_or_a_url_and_has_a_usable_name() -> None:
     with pytest.raises(ValueError, match="name"):
         MCPServer.stdio("has space", "python")
     assert isinstance(ToolResult("x"), ToolResult)
+
+
+async def test_a_call_stopped_by_the_tool_nodes_timeout_leaves_the_session_usable() -> None:
+    script = Script(
+        [tool_call("demo__hang", "c1")], [tool_call("demo__echo", "c2", text="on")], "ok"
+    )
+    tools_ = MCPTools([stdio()])  # no timeout of its own: the ToolNode's tool_timeout stops it
+    async with tools_ as tools:
+        app = ReactAgent(FunctionModel(script), tools).compile()
+        out = await app.ainvoke({"messages": [user("go")]}, {"tool_timeout": 0.5})
+        assert tools_.connection("demo").opened == 1
+    found = results(out["messages"])
+    assert found["c1"].is_error
+    assert "did not finish within 0.5 s" in found["c1"].output
+    assert (found["c2"].is_error, found["c2"].output) == (False, "on")
+
+
+async def test_the_sdks_loggers_redact_the_credentials(
+    http_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = "logged-token-0c55e1f2a9"
+    server = MCPServer.http("demo", http_url, headers={"Authorization": f"Bearer {token}"})
+    async with MCPTools([server]):
+        pass
+    with caplog.at_level(logging.WARNING, logger="mcp.client.streamable_http"):
+        logging.getLogger("mcp.client.streamable_http").warning("request with %s", token)
+    [record] = [r for r in caplog.records if r.name == "mcp.client.streamable_http"]
+    assert token not in record.getMessage()

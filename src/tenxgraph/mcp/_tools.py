@@ -14,12 +14,15 @@ on. Tools used after the block raise, which also ends as an error result.
 Credentials: the values of `headers` and `env` entries whose names say they hold one
 (``Authorization``, ``*_TOKEN``, ``*_API_KEY``, ...) are registered with
 `tenxgraph.core.redaction` before anything is sent, so they are redacted from error texts,
-tool messages and tenxgraph's logs. They are never put in a repr or an error message.
+tool messages, tenxgraph's logs and the logs of the MCP SDK and its HTTP client. They are
+never put in a repr or an error message. (A credential in a `url` is not known as one: pass
+it in a header.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -232,6 +235,17 @@ class _Connection:
                 raise
 
 
+# the libraries a session runs on; a filter sees only its own logger's records, so each one
+_SDK_LOGGERS = ("mcp", "httpx2", "httpcore", "uvicorn")
+
+
+def _protect_sdk_loggers() -> None:
+    """Redact credentials from what the SDK and its HTTP client log."""
+    for name in [*_SDK_LOGGERS, *list(logging.Logger.manager.loggerDict)]:
+        if name.split(".")[0] in _SDK_LOGGERS:
+            protect_logger(name)
+
+
 def _cancelling() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
@@ -300,8 +314,7 @@ class MCPTools:
     async def __aenter__(self) -> list[ToolSpec]:
         for server in self.servers:
             server.remember_secrets()
-        for name in ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "httpx2"):
-            protect_logger(name)
+        _protect_sdk_loggers()
         try:
             listed = await asyncio.gather(
                 *(self._list(self._connections[s.name]) for s in self.servers)
