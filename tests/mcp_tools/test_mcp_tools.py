@@ -5,10 +5,13 @@ credentials redacted."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import socket
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -280,3 +283,21 @@ async def test_the_sdks_loggers_redact_the_credentials(
         logging.getLogger("mcp.client.streamable_http").warning("request with %s", token)
     [record] = [r for r in caplog.records if r.name == "mcp.client.streamable_http"]
     assert token not in record.getMessage()
+
+
+async def test_a_connect_stopped_by_its_caller_leaves_no_server_behind(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    code = (  # a "server" that never answers the handshake; it notes it started
+        f"import pathlib, sys; pathlib.Path({str(started)!r}).touch(); sys.stdin.read()"
+    )
+    mute = MCPServer.stdio("mute", sys.executable, ["-c", code], connect_timeout=120)
+    tools_ = MCPTools([mute])
+    began = time.monotonic()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(3), tools_:
+            pass
+    assert time.monotonic() - began < 60  # not the 120 s the handshake was given
+    assert started.exists()
+    connection = tools_.connection("mute")
+    assert connection.session is None
+    assert connection._owner is None  # the owner task was ended, not left waiting

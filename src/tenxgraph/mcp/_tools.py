@@ -180,7 +180,8 @@ class _Connection:
             )
             try:
                 self.session = await ready
-            except BaseException:
+            except BaseException:  # failed, or the caller was stopped: no session half-open
+                self._owner.cancel()
                 await self._end_owner()
                 raise
             self.opened += 1
