@@ -301,3 +301,17 @@ async def test_a_connect_stopped_by_its_caller_leaves_no_server_behind(tmp_path:
     connection = tools_.connection("mute")
     assert connection.session is None
     assert connection._owner is None  # the owner task was ended, not left waiting
+
+
+async def test_arguments_the_server_refuses_are_an_error_the_model_reads() -> None:
+    script = Script([tool_call("demo__echo", "c1", times="many")], "ok")
+    async with MCPTools([stdio()]) as tools:
+        out = (
+            await ReactAgent(FunctionModel(script), tools)
+            .compile()
+            .ainvoke({"messages": [user("go")]})
+        )
+    found = results(out["messages"])
+    assert found["c1"].is_error
+    assert "Field required" in found["c1"].output  # the server's own check
+    assert out["messages"][-1].text() == "ok"
