@@ -5,7 +5,7 @@
 
 Tools: `echo` (text), `stats` (structured content), `explode` (raises: an error result),
 `pixel` (an image), `hang` (never answers: for timeouts), `die` (the process exits: a dead
-session) and `whoami` (the Authorization header the HTTP request came with, for the tests).
+session), `pid` and `whoami` (the Authorization header the HTTP request came with, for the tests).
 """
 
 from __future__ import annotations
@@ -70,6 +70,12 @@ async def hang() -> str:
 def die() -> str:
     """Ends the server process at once."""
     os._exit(3)
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
 
 
 @server.tool()

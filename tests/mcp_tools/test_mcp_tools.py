@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
+import signal
 import socket
 import sys
 import time
@@ -21,6 +23,7 @@ from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.redaction import redact
 from tenxgraph.core.state import Message, ToolResult
 from tenxgraph.mcp import MCPConnectionError, MCPServer, MCPTimeoutError, MCPTools
+from tenxgraph.mcp._tools import session_closed
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tests._helpers import results, roles, thread, tool_call
@@ -30,7 +33,7 @@ from tests.mcp_tools._server import PIXEL
 from tests.mcp_tools.conftest import SERVER
 
 PIXEL_BASE64 = base64.b64encode(PIXEL).decode("ascii")
-NAMES = ["die", "echo", "explode", "hang", "pixel", "stats", "whoami"]
+NAMES = ["die", "echo", "explode", "hang", "pid", "pixel", "stats", "whoami"]
 
 
 def stdio(name: str = "demo", **options: Any) -> MCPServer:
@@ -140,6 +143,23 @@ async def test_a_dead_session_fails_that_call_and_the_next_opens_a_new_one() -> 
         with pytest.raises(MCPConnectionError, match="ended during the call"):
             await by_name(tools)["demo__die"]()
         assert (await by_name(tools)["demo__echo"](text="back")).message == "back"
+        assert tools_.connection("demo").opened == 2
+
+
+async def test_a_server_that_died_between_calls_is_replaced_before_the_next_call() -> None:
+    tools_ = MCPTools([stdio()])
+    async with tools_ as tools:
+        call = by_name(tools)
+        pid = (await call["demo__pid"]()).message
+        session = tools_.connection("demo").session
+        assert session is not None
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(1000):  # bounded: until the session has seen the server's pipe close
+            if session_closed(session):
+                break
+            await asyncio.sleep(0.01)
+        assert session_closed(session)
+        assert (await call["demo__echo"](text="fresh")).message == "fresh"
         assert tools_.connection("demo").opened == 2
 
 

@@ -6,10 +6,11 @@ call of a server's tools goes through that server's one session, from any task. 
 owned by a background task of its own (the SDK's transports are anyio task groups, which must
 be closed by the task that opened them; a tool call runs in a ToolNode task).
 
-A session found dead (the server process exited, the HTTP connection was refused, the owner
-task ended) is opened again on the next call. The call that met the dead session is not
-retried (it may have run): it ends as an error result, so the model is told and the run goes
-on. Tools used after the block raise, which also ends as an error result.
+A session known to be over before a call (its server exited between two calls, its owner task
+ended) is opened again for that call. A session that breaks during a call fails that call,
+which is not retried (it may have run): it ends as an error result, so the model is told and
+the run goes on, and the next call opens a new session. Tools used after the block raise,
+which also ends as an error result.
 
 Credentials: the values of `headers` and `env` entries whose names say they hold one
 (``Authorization``, ``*_TOKEN``, ``*_API_KEY``, ...) are registered with
@@ -170,8 +171,13 @@ class _Connection:
         async with self._lock:
             if self._closed:
                 raise MCPConnectionError(f"MCP server {self.server.name!r}: the tools are closed")
-            if self.session is not None and self._owner is not None and not self._owner.done():
-                return self.session
+            session, owner = self.session, self._owner
+            if session is not None and owner is not None and not owner.done():
+                if not session_closed(session):
+                    return session
+                log.info(
+                    "the session with MCP server %s has ended; opening a new one", self.server.name
+                )
             await self._end_owner()
             ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
             self._stop = asyncio.Event()
@@ -234,6 +240,14 @@ class _Connection:
                 )  # fmt: skip
             if isinstance(exc, asyncio.CancelledError):
                 raise
+
+
+def session_closed(session: ClientSession) -> bool:
+    """Whether `session` is known to be over (its transport closed: a stdio server exited, say),
+    so a request would not even be sent. Reads the SDK's dispatcher, which has no public word
+    for it; should that change, False (the call then fails and the next one reconnects)."""
+    dispatcher = getattr(session, "_dispatcher", None)
+    return getattr(dispatcher, "_closed", False) is True
 
 
 # the libraries a session runs on; a filter sees only its own logger's records, so each one
