@@ -86,12 +86,12 @@ def whoami(ctx: Context) -> str:
     return str(headers.get("authorization", "")) if headers is not None else ""
 
 
-def serve_http() -> None:
+def serve_http(port: int = 0) -> None:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning")
@@ -100,7 +100,7 @@ def serve_http() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["http"]:
-        serve_http()
+    if sys.argv[1:2] == ["http"]:
+        serve_http(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     else:
         server.run("stdio")

@@ -14,24 +14,36 @@ pytest.importorskip("mcp")
 SERVER = Path(__file__).with_name("_server.py")
 
 
+def start_http(port: int = 0) -> tuple[subprocess.Popen[str], int]:
+    """The server over streamable HTTP on 127.0.0.1 (`port`, or one the system picks). It
+    prints its port once it listens (connections made then wait in the socket's queue):
+    reading that line is the readiness."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        stop(proc)
+        raise AssertionError(f"the server did not start (said {line!r})")
+    return proc, int(line)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    """The server over streamable HTTP on 127.0.0.1. It prints its port once it listens
-    (connections made then wait in the socket's queue): reading that line is the readiness."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http"], stdout=subprocess.PIPE, text=True
-    )
+    proc, port = start_http()
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip().isdigit(), f"the server did not start (said {line!r})"
-        yield f"http://127.0.0.1:{int(line)}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)

@@ -30,7 +30,7 @@ from tests._helpers import results, roles, thread, tool_call
 from tests.core.graph._support import user
 from tests.core.llm._support import Script
 from tests.mcp_tools._server import PIXEL
-from tests.mcp_tools.conftest import SERVER
+from tests.mcp_tools.conftest import SERVER, start_http, stop
 
 PIXEL_BASE64 = base64.b64encode(PIXEL).decode("ascii")
 NAMES = ["die", "echo", "explode", "hang", "pid", "pixel", "stats", "whoami"]
@@ -161,6 +161,23 @@ async def test_a_server_that_died_between_calls_is_replaced_before_the_next_call
         assert session_closed(session)
         assert (await call["demo__echo"](text="fresh")).message == "fresh"
         assert tools_.connection("demo").opened == 2
+
+
+async def test_an_http_server_that_went_away_and_came_back_gets_a_new_session() -> None:
+    proc, port = start_http()
+    try:
+        tools_ = MCPTools([MCPServer.http("demo", f"http://127.0.0.1:{port}/mcp")])
+        async with tools_ as tools:
+            echo = by_name(tools)["demo__echo"]
+            assert (await echo(text="one")).message == "one"
+            stop(proc)
+            with pytest.raises(MCPConnectionError):
+                await echo(text="gone")
+            proc, _ = start_http(port)  # the same address, a new server knowing no session
+            assert (await echo(text="two")).message == "two"
+            assert tools_.connection("demo").opened == 2
+    finally:
+        stop(proc)
 
 
 async def test_tools_used_after_the_block_raise() -> None:
