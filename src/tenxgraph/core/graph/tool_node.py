@@ -344,6 +344,14 @@ class ToolNode:
             return await record(outcome, call, ledger, asked, type(step.state))
         return outcome
 
+    @staticmethod
+    def _failed(call: ToolCall, exc: Exception, step: _Step) -> Outcome:
+        log.error(
+            "tool %s (call %s) of thread %s raised; the model is told", call.name, call.id,
+            step.thread_id, exc_info=exc,
+        )  # fmt: skip
+        return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
+
     async def _execute(
         self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], step: _Step
     ) -> Outcome:
@@ -355,15 +363,18 @@ class ToolNode:
         scope = InterruptScope("tool", call.id, step.node, list(answers), call.id, step.ledger)
         token = current_scope.set(scope)
         time_limit = step.time_limit
+        limit = asyncio.timeout(time_limit)
         try:
-            async with asyncio.timeout(time_limit):
+            async with limit:
                 if spec.is_async:
                     value = await spec.func(**kwargs)
                 else:
                     value = await asyncio.to_thread(spec.func, **kwargs)
         except GraphInterrupt as exc:
             return Outcome(tool_message(call, None, True), interrupt=exc)
-        except TimeoutError:
+        except TimeoutError as exc:
+            if not limit.expired():  # the tool's own TimeoutError (its client gave up): its error
+                return self._failed(call, exc, step)
             return error_outcome(
                 call, f"Tool {call.name!r} did not finish within {time_limit:g} s and was stopped."
             )
@@ -377,11 +388,7 @@ class ToolNode:
                 "cancelled it (a task it awaited was cancelled?).",
             )
         except Exception as exc:  # the model reads the error and may try something else
-            log.error(
-                "tool %s (call %s) of thread %s raised; the model is told", call.name, call.id,
-                step.thread_id, exc_info=exc,
-            )  # fmt: skip
-            return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
+            return self._failed(call, exc, step)
         finally:
             current_scope.reset(token)
         outcome = result_outcome(call, value)
