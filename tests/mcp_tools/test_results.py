@@ -4,6 +4,8 @@ kinds of content the test server does not send."""
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 from typing import Any
 
 from mcp import types
@@ -90,3 +92,10 @@ def test_an_error_result_says_so_even_without_text() -> None:
     answer = result_value(result(is_error=True))
     assert answer.is_error
     assert answer.message == "Error: the MCP server reported an error"
+
+
+def test_without_the_sdk_the_import_error_says_what_to_install() -> None:
+    code = "import sys; sys.modules['mcp'] = None\nimport tenxgraph.mcp\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert 'pip install "tenxgraph[mcp]"' in proc.stderr
