@@ -58,8 +58,8 @@ _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStre
 
 
 class MCPConnectionError(RuntimeError):
-    """A server could not be reached, or its session broke. The text names the server, never
-    its headers or environment."""
+    """A server could not be reached, its session broke, or it refused a request. The text
+    names the server, never its headers or environment."""
 
 
 class MCPTimeoutError(RuntimeError):
@@ -404,9 +404,8 @@ async def _call(connection: _Connection, tool: str, arguments: dict[str, Any]) -
                 "or may not have run); the next call opens a new session"
             ) from None
         if exc.code == types.REQUEST_TIMEOUT:
-            raise MCPTimeoutError(
-                f"MCP server {server.name!r} did not answer within {server.timeout:g} s"
-            ) from None
+            within = f"within {server.timeout:g} s" if server.timeout else "in time"
+            raise MCPTimeoutError(f"MCP server {server.name!r} did not answer {within}") from None
         raise MCPConnectionError(
             f"MCP server {server.name!r} refused the call: {redact(exc.error.message)}"
         ) from None
