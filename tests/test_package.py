@@ -34,6 +34,7 @@ IO_LIBRARIES = [
     "aiosqlite",
     "asyncpg",
     "tiktoken",
+    "mcp",  # tenxgraph.mcp imports the MCP SDK; nothing else does
 ]
 
 IMPORT_BUDGET_MS = 150.0

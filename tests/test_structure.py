@@ -120,6 +120,7 @@ LAYERS = [
     ("tenxgraph.core.llm",),
     ("tenxgraph.core.graph",),
     ("tenxgraph.prebuilt",),
+    ("tenxgraph.mcp",),  # the MCP SDK's tools: built on core, imported by nothing below
     ("tenxgraph.cli",),
 ]
 

@@ -422,6 +422,17 @@ async def test_tool_timeout_applies_to_sync_tools_too() -> None:
     assert "did not finish within 0.05 s" in ran.block(0).output
 
 
+async def test_a_timeout_error_the_tool_raises_itself_is_its_failure_not_the_time_limit() -> None:
+    async def ask_upstream() -> str:
+        raise TimeoutError("the upstream service did not answer")
+
+    ran = await run_node(ToolNode([ask_upstream]), tool_call("ask_upstream"))
+    assert ran.block(0).is_error
+    assert ran.block(0).output == (
+        "Error: Tool 'ask_upstream' failed: TimeoutError: the upstream service did not answer"
+    )
+
+
 async def test_without_tool_timeout_the_default_of_300_seconds_applies(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -81,7 +81,9 @@ class _Step:
 class ToolNode:
     """A graph node that runs tools: ``graph.add_node("tools", ToolNode([search, refund]))``.
 
-    `tools` are plain functions, sync or async (sync ones run in a worker thread). Each tool's
+    `tools` are plain functions, sync or async (sync ones run in a worker thread), or
+    `ToolSpec`s (`ToolSpec.from_schema`: a tool described by a JSON schema, such as an MCP
+    server's). Each function's
     schema comes from its signature, type hints and docstring, or from `@tool(...)`; parameters
     named `state`, `config`, `store`, `tool_call_id` and `idempotency_key` are filled by the
     runtime, never shown to the model (`store`: the graph's, from `compile(store=...)`).
@@ -110,7 +112,7 @@ class ToolNode:
 
     def add_tool(self, func: Callable[..., Any]) -> None:
         spec = tool_spec(func)
-        if spec.name in self._tools and self._tools[spec.name].func is not func:
+        if spec.name in self._tools and self._tools[spec.name].func is not spec.func:
             raise ValueError(f"Two tools are named {spec.name!r}; rename one with @tool(name=...)")
         self._tools[spec.name] = spec
         self._gated = self._gated or spec.requires_approval
@@ -366,6 +368,14 @@ class ToolNode:
             return await record(outcome, call, ledger, asked, type(step.state))
         return outcome
 
+    @staticmethod
+    def _failed(call: ToolCall, exc: Exception, step: _Step) -> Outcome:
+        log.error(
+            "tool %s (call %s) of thread %s raised; the model is told", call.name, call.id,
+            step.thread_id, exc_info=exc,
+        )  # fmt: skip
+        return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
+
     async def _execute(
         self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], step: _Step
     ) -> Outcome:
@@ -377,15 +387,18 @@ class ToolNode:
         scope = InterruptScope("tool", call.id, step.node, list(answers), call.id, step.ledger)
         token = current_scope.set(scope)
         time_limit = step.time_limit
+        limit = asyncio.timeout(time_limit)
         try:
-            async with asyncio.timeout(time_limit):
+            async with limit:
                 if spec.is_async:
                     value = await spec.func(**kwargs)
                 else:
                     value = await asyncio.to_thread(spec.func, **kwargs)
         except GraphInterrupt as exc:
             return Outcome(tool_message(call, None, True), interrupt=exc)
-        except TimeoutError:
+        except TimeoutError as exc:
+            if not limit.expired():  # the tool's own TimeoutError (its client gave up): its error
+                return self._failed(call, exc, step)
             return error_outcome(
                 call, f"Tool {call.name!r} did not finish within {time_limit:g} s and was stopped."
             )
@@ -399,11 +412,7 @@ class ToolNode:
                 "cancelled it (a task it awaited was cancelled?).",
             )
         except Exception as exc:  # the model reads the error and may try something else
-            log.error(
-                "tool %s (call %s) of thread %s raised; the model is told", call.name, call.id,
-                step.thread_id, exc_info=exc,
-            )  # fmt: skip
-            return error_outcome(call, f"Tool {call.name!r} failed: {describe_exception(exc)}")
+            return self._failed(call, exc, step)
         finally:
             current_scope.reset(token)
         outcome = result_outcome(call, value)

@@ -46,16 +46,59 @@ class ToolSpec:
     requires_approval: bool  # from @tool(requires_approval=True); a ToolNode may add its own
     injected: frozenset[str]  # the INJECTED parameters `func` takes; the caller passes them
     schema: dict[str, Any] = field(repr=False)  # OpenAI format: {"type": "function", ...}
-    _model: type[BaseModel] = field(repr=False)
+    _model: type[BaseModel] | None = field(repr=False)  # None: the arguments go as they are
     _params: tuple[str, ...] = field(repr=False)  # parameter names; model field i is f"p{i}"
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        parameters: dict[str, Any],
+        func: Callable[..., Any],
+        *,
+        description: str = "",
+        tags: frozenset[str] = frozenset(),
+        requires_approval: bool = False,
+    ) -> ToolSpec:
+        """A tool described by a JSON schema instead of a Python signature (a remote tool:
+        an MCP server's, say). `parameters` is shown to the model as given; `func` is called
+        with the model's arguments as keywords, unchecked (the side that owns the schema
+        checks them). `func` takes no injected parameters."""
+        name = check_tool_name(name, f"tool {func!r}")
+        if not isinstance(parameters, dict):
+            raise TypeError(f"tool {name!r}: parameters must be a JSON schema (a dict)")
+        routine = _routine(func)
+        return cls(
+            name=name,
+            description=description,
+            func=func,
+            is_async=inspect.iscoroutinefunction(routine)
+            or inspect.iscoroutinefunction(inspect.unwrap(routine)),
+            tags=frozenset(tags),
+            requires_approval=requires_approval,
+            injected=frozenset(),
+            schema={
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": parameters},
+            },
+            _model=None,
+            _params=(),
+        )
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """Call the tool's function: a spec can stand where a tool function is expected."""
+        return self.func(**kwargs)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The keyword arguments to call `func` with: `args` (from the model) validated and
-        converted (models, enums), defaults filled, unknown names refused.
+        converted (models, enums), defaults filled, unknown names refused. A spec built
+        `from_schema` passes `args` on unchanged.
 
         Raises pydantic.ValidationError; its message names each offending parameter, so the
         caller can hand it back to the model.
         """
+        if self._model is None:
+            return dict(args)
         values = self._model.model_validate(args)
         return {param: getattr(values, f"p{i}") for i, param in enumerate(self._params)}
 
@@ -79,7 +122,10 @@ def tool_spec(func: Callable[..., Any]) -> ToolSpec:
 
     The work (schema, validator) is done once per function object; while a spec is alive, the
     same spec is returned. Objects that cannot be weak-referenced or hashed are not cached.
+    A `ToolSpec` is its own spec.
     """
+    if isinstance(func, ToolSpec):
+        return func
     try:
         entry = _CACHE.get(func)
     except TypeError:
