@@ -1,4 +1,6 @@
-"""The pools a `PgCheckpointer` owns: one per event loop, closed with the loop that made it.
+"""PostgreSQL plumbing the checkpointer and the store share: asyncpg loaded on first use,
+schema names checked, the errors worth a retry, an advisory-lock key, and the pools each owns:
+one per event loop, closed with the loop that made it.
 
 An asyncpg connection belongs to the event loop that opened it, so each loop using the
 checkpointer gets its own pool. Once that loop is closed nothing can be awaited on it any
@@ -17,6 +19,8 @@ generator closed at the same moment) gets a connection of its own, closed right 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -26,6 +30,73 @@ Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
 Connection = Any  # asyncpg.Connection
 
 _CLOSE_SECONDS = 10.0  # a graceful close waits for busy connections this long, then cuts them
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def load_asyncpg(who: str) -> Any:
+    """asyncpg, imported on first use; `who` needs it (named in the install hint)."""
+    try:
+        import asyncpg  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"{who} needs asyncpg: pip install 'tenxgraph[postgres]'") from exc
+    return asyncpg
+
+
+def check_schema(schema: str) -> None:
+    """Refuse a schema name that would need quoting rules of its own."""
+    if not _IDENTIFIER.match(schema):
+        raise ValueError(
+            f"schema {schema!r} is not a plain SQL identifier (letters, digits, _; at most "
+            "63 characters, not starting with a digit)"
+        )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Connection lost, server restarting or full, or a serialisation conflict: worth a retry."""
+    if isinstance(exc, OSError | asyncio.TimeoutError):
+        return True
+    asyncpg = load_asyncpg("PostgreSQL storage")
+    errors = asyncpg.exceptions
+    transient = (
+        asyncpg.PostgresConnectionError,  # includes ConnectionDoesNotExistError
+        errors.TooManyConnectionsError,
+        errors.CannotConnectNowError,
+        errors.AdminShutdownError,
+        errors.CrashShutdownError,
+        errors.SerializationError,
+        errors.DeadlockDetectedError,
+    )
+    if isinstance(exc, transient):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc).lower()
+
+
+def advisory_key(label: str) -> int:
+    """The 64-bit key of a transaction-level advisory lock named by `label`."""
+    digest = hashlib.sha256(label.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def noop(conn: Connection) -> None:
+    """Nothing: run through a store's retry loop, it opens (and checks) a connection."""
+    return None
+
+
+def dsn_pools(dsn: str | None, min_size: int, max_size: int, who: str) -> LoopPools:
+    """Pools of connections to `dsn`, one per event loop. A connection goes back to its pool
+    as it is: asyncpg's reset query would cost a round trip per call, to undo what tenxgraph
+    never does (SET, LISTEN, cursors or advisory locks outliving a transaction); a
+    transaction left open is still rolled back."""
+
+    async def create_pool() -> Pool:
+        return await load_asyncpg(who).create_pool(
+            dsn, min_size=min_size, max_size=max_size, reset=noop
+        )
+
+    async def connect() -> Connection:
+        return await load_asyncpg(who).connect(dsn)
+
+    return LoopPools(create_pool, connect)
 
 
 class LoopPools:
@@ -151,4 +222,13 @@ async def _close(pool: Pool) -> None:
         pool.terminate()
 
 
-__all__ = ["Borrowed", "LoopPools"]
+__all__ = [
+    "Borrowed",
+    "LoopPools",
+    "advisory_key",
+    "check_schema",
+    "dsn_pools",
+    "is_transient",
+    "load_asyncpg",
+    "noop",
+]

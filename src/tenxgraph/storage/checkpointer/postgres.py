@@ -13,8 +13,6 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,7 +27,16 @@ from tenxgraph.storage.checkpointer._listing import (
     check_page_limit,
     decode_cursor,
 )
-from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
+from tenxgraph.storage.checkpointer._pg_pools import (
+    Connection,
+    Pool,
+    advisory_key,
+    check_schema,
+    dsn_pools,
+    is_transient,
+    load_asyncpg,
+    noop,
+)
 from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
@@ -68,7 +75,6 @@ from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, seale
 
 T = TypeVar("T")
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _BACKOFF_SECONDS = 0.05
 
 
@@ -144,36 +150,6 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
 
-def _asyncpg() -> Any:
-    try:
-        import asyncpg  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "PgCheckpointer needs asyncpg: pip install 'tenxgraph[postgres]'"
-        ) from exc
-    return asyncpg
-
-
-def _is_transient(exc: BaseException) -> bool:
-    """Connection lost, server restarting or full, or a serialisation conflict: worth a retry."""
-    if isinstance(exc, OSError | asyncio.TimeoutError):
-        return True
-    asyncpg = _asyncpg()
-    errors = asyncpg.exceptions
-    transient = (
-        asyncpg.PostgresConnectionError,  # includes ConnectionDoesNotExistError
-        errors.TooManyConnectionsError,
-        errors.CannotConnectNowError,
-        errors.AdminShutdownError,
-        errors.CrashShutdownError,
-        errors.SerializationError,
-        errors.DeadlockDetectedError,
-    )
-    if isinstance(exc, transient):
-        return True
-    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc).lower()
-
-
 class _CommitOutcomeUnknown(Exception):
     """The connection broke while a save was in flight: it may or may not have landed."""
 
@@ -213,45 +189,26 @@ class PgCheckpointer(BaseCheckpointer):
         self.lease_ttl = check_ttl(lease_ttl)
         if (dsn is None) == (pool is None):
             raise ValueError("PgCheckpointer needs exactly one of dsn=... or pool=...")
-        if not _IDENTIFIER.match(schema):
-            raise ValueError(
-                f"schema {schema!r} is not a plain SQL identifier (letters, digits, _; at most "
-                "63 characters, not starting with a digit)"
-            )
+        check_schema(schema)
         if retries < 0:
             raise ValueError("retries must be >= 0")
-        _asyncpg()  # fail here, with the install hint, rather than on first use
-        self._dsn = dsn
+        load_asyncpg("PgCheckpointer")  # fail here, with the install hint, not on first use
         self._external_pool = pool
         self.schema = schema
         self._s = f'"{schema}"'
-        self._min_size = min_size
         self._max_size = max_size
         self._retries = retries
-        self._pools = LoopPools(self._create_pool, self._connect)
+        self._pools = dsn_pools(dsn, min_size, max_size, "PgCheckpointer")
         # per loop: turns on the pool's connections, a stopping run's calls first
         self._gates: dict[asyncio.AbstractEventLoop, PriorityGate] = {}
         self._guard = threading.Lock()
         self._schema_ready = False
-        digest = hashlib.sha256(f"tenxgraph-schema:{schema}".encode()).digest()
-        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._lock_key = advisory_key(f"tenxgraph-schema:{schema}")
 
     def __repr__(self) -> str:
         return f"PgCheckpointer(schema={self.schema!r})"
 
     # -- pools and retries -----------------------------------------------------------------
-
-    async def _create_pool(self) -> Pool:
-        # A connection goes back to the pool as it is: asyncpg's default reset query costs a
-        # round trip per call, and undoes what this checkpointer never does (SET, LISTEN,
-        # cursors or advisory locks outliving a transaction). A transaction left open is
-        # still rolled back.
-        return await _asyncpg().create_pool(
-            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_leave_as_is
-        )
-
-    async def _connect(self) -> Connection:
-        return await _asyncpg().connect(self._dsn)
 
     async def _pool(self) -> Pool | None:
         """The pool to use on this loop (None: this loop's pool is closed as the loop ends;
@@ -286,8 +243,8 @@ class PgCheckpointer(BaseCheckpointer):
                 async with self._gate().turn(), self._pools.connection(pool) as conn:
                     return await operation(conn)
             except Exception as exc:
-                if not _is_transient(exc) or attempt >= self._retries:
-                    if _is_transient(exc):
+                if not is_transient(exc) or attempt >= self._retries:
+                    if is_transient(exc):
                         raise TransientStorageError(
                             f"PostgreSQL checkpointer: gave up after {attempt + 1} attempts: "
                             f"{type(exc).__name__}: {exc}",
@@ -336,7 +293,7 @@ class PgCheckpointer(BaseCheckpointer):
 
     async def asetup(self) -> None:
         """Create the pool (when owned) and create or check the schema. Safe to repeat."""
-        await self._run(_noop)
+        await self._run(noop)
 
     async def aclose(self) -> None:
         """Close the pools this checkpointer created; a pool passed in is left open. (An
@@ -519,7 +476,7 @@ class PgCheckpointer(BaseCheckpointer):
             try:
                 saved = await self._execute_save(conn, query, args)
             except Exception as exc:
-                if _is_transient(exc):  # it may have landed before the connection broke
+                if is_transient(exc):  # it may have landed before the connection broke
                     raise _CommitOutcomeUnknown from exc
                 raise
             if saved is None:  # the compare-and-swap matched nothing: nothing was written
@@ -775,14 +732,6 @@ class PgCheckpointer(BaseCheckpointer):
             )
 
         await self._run(delete)
-
-
-async def _noop(conn: Connection) -> None:
-    return None
-
-
-async def _leave_as_is(conn: Connection) -> None:
-    return None
 
 
 __all__ = ["MIGRATIONS", "PgCheckpointer"]

@@ -13,13 +13,19 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tenxgraph.core.exceptions import TransientStorageError
-from tenxgraph.storage.checkpointer._pg_pools import Connection, LoopPools, Pool
-from tenxgraph.storage.checkpointer.postgres import _IDENTIFIER, _is_transient
+from tenxgraph.storage.checkpointer._pg_pools import (
+    Connection,
+    advisory_key,
+    check_schema,
+    dsn_pools,
+    is_transient,
+    load_asyncpg,
+    noop,
+)
 from tenxgraph.storage.store._sql import (
     STORE_SCHEMA_VERSION,
     TABLE,
@@ -35,14 +41,6 @@ T = TypeVar("T")
 
 _PG = "${}"  # placeholders $1, $2...
 _BACKOFF_SECONDS = 0.05
-
-
-def _asyncpg() -> Any:
-    try:
-        import asyncpg  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("PostgresStore needs asyncpg: pip install 'tenxgraph[postgres]'") from exc
-    return asyncpg
 
 
 def _schema(s: str) -> tuple[str, ...]:
@@ -76,40 +74,21 @@ class PostgresStore(BaseStore):
         max_size: int = 10,
         retries: int = 3,
     ) -> None:
-        if not _IDENTIFIER.match(schema):
-            raise ValueError(
-                f"schema {schema!r} is not a plain SQL identifier (letters, digits, _; at most "
-                "63 characters, not starting with a digit)"
-            )
+        check_schema(schema)
         if retries < 0:
             raise ValueError("retries must be >= 0")
-        _asyncpg()  # fail here, with the install hint, rather than on first use
-        self._dsn = dsn
+        load_asyncpg("PostgresStore")  # fail here, with the install hint, not on first use
         self.schema = schema
         self._s = f'"{schema}"'
-        self._min_size = min_size
-        self._max_size = max_size
         self._retries = retries
-        self._pools = LoopPools(self._create_pool, self._connect)
+        self._pools = dsn_pools(dsn, min_size, max_size, "PostgresStore")
         self._ready = False
-        digest = hashlib.sha256(f"tenxgraph-store:{schema}".encode()).digest()
-        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._lock_key = advisory_key(f"tenxgraph-store:{schema}")
 
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
 
     # -- pools, schema, retries ------------------------------------------------------------
-
-    async def _create_pool(self) -> Pool:
-        # A connection goes back to the pool as it is (as `PgCheckpointer`'s do): asyncpg's
-        # reset query would cost a round trip per call, to undo what this store never does
-        # (SET, LISTEN, cursors or advisory locks outliving a transaction).
-        return await _asyncpg().create_pool(
-            self._dsn, min_size=self._min_size, max_size=self._max_size, reset=_leave_as_is
-        )
-
-    async def _connect(self) -> Connection:
-        return await _asyncpg().connect(self._dsn)
 
     async def _ensure_table(self, conn: Connection) -> None:
         async with conn.transaction():
@@ -136,7 +115,7 @@ class PostgresStore(BaseStore):
                         self._ready = True
                     return await operation(conn)
             except Exception as exc:
-                if not _is_transient(exc):
+                if not is_transient(exc):
                     raise
                 if attempt >= self._retries:
                     raise TransientStorageError(
@@ -149,7 +128,7 @@ class PostgresStore(BaseStore):
 
     async def asetup(self) -> None:
         """Create the pool, the schema and the table. Safe to repeat."""
-        await self._run(_noop)
+        await self._run(noop)
 
     async def aclose(self) -> None:
         """Close the pools this store created (it reopens on its next use)."""
@@ -188,14 +167,6 @@ class PostgresStore(BaseStore):
         query = query.replace(f"FROM {TABLE}", f"FROM {self._s}.{TABLE}", 1)
         rows = await self._run(lambda conn: conn.fetch(query, *args))
         return [str(row[0]) for row in rows]
-
-
-async def _noop(conn: Connection) -> None:
-    return None
-
-
-async def _leave_as_is(conn: Connection) -> None:
-    return None
 
 
 def _row(row: Any) -> Row:
