@@ -1,5 +1,5 @@
-"""Pieces shared by the SQL checkpointers: schema version, error messages, stored text and
-ledger records.
+"""Pieces shared by the SQL checkpointers (and the SQL stores): schema version, error
+messages, stored text and ledger records.
 
 The error messages match `InMemoryCheckpointer` word for word, so a user sees the same text
 whichever store a graph runs on.
@@ -8,6 +8,7 @@ whichever store a graph runs on.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from tenxgraph.core.exceptions import (
     SerializationError,
     StaleStateError,
     StorageError,
+    TransientStorageError,
 )
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
@@ -123,3 +125,18 @@ def decode_tool_result(
             context={"thread_id": thread_id, "field": field},
         )
     return value
+
+
+def sqlite_error(
+    exc: sqlite3.Error, what: str, where: str, db_path: object, busy_timeout: float
+) -> StorageError:
+    """Our error for SQLite's: a database another writer kept locked past `busy_timeout` is
+    worth a retry (`TransientStorageError`); anything else is a `StorageError`."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return TransientStorageError(
+            f"SQLite database {where} stayed locked by another writer for {busy_timeout}s; "
+            "retry, or raise busy_timeout",
+            context={"db_path": str(db_path)},
+        )
+    return StorageError(f"SQLite {what} {where}: {exc}")

@@ -20,7 +20,6 @@ from typing import Any
 
 import aiosqlite
 
-from tenxgraph.core.exceptions import StorageError, TransientStorageError
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._listing import (
@@ -39,6 +38,7 @@ from tenxgraph.storage.checkpointer._sql import (
     missing_version_error,
     rewritten_version_error,
     schema_too_new_error,
+    sqlite_error,
     stale_error,
     stored_text,
 )
@@ -256,17 +256,9 @@ class SqliteCheckpointer(BaseCheckpointer):
                 if slot.conn is None:
                     slot.conn = await self._open()
                 yield slot.conn
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if "locked" in text or "busy" in text:
-                raise TransientStorageError(
-                    f"SQLite database {self._where()} stayed locked by another writer for "
-                    f"{self._busy_timeout}s; retry, or raise busy_timeout",
-                    context={"db_path": str(self.db_path)},
-                ) from exc
-            raise StorageError(f"SQLite database {self._where()}: {exc}") from exc
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite database {self._where()}: {exc}") from exc
+            where = self._where()
+            raise sqlite_error(exc, "database", where, self.db_path, self._busy_timeout) from exc
 
     @asynccontextmanager
     async def _transaction(self, *, write: bool) -> AsyncIterator[aiosqlite.Connection]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenxgraph.core.exceptions import StorageError, TransientStorageError
+from tenxgraph.storage.checkpointer._sql import sqlite_error
 from tenxgraph.storage.store._sql import (
     STORE_SCHEMA_VERSION,
     TABLE,
@@ -109,17 +109,9 @@ class SqliteStore(BaseStore):
                 if self._conn is None:
                     self._conn = self._open()
                 return work(self._conn)
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if "locked" in text or "busy" in text:
-                raise TransientStorageError(
-                    f"SQLite database {str(self.db_path)!r} stayed locked by another writer for "
-                    f"{self._busy_timeout}s; retry, or raise busy_timeout",
-                    context={"db_path": str(self.db_path)},
-                ) from exc
-            raise StorageError(f"SQLite store {str(self.db_path)!r}: {exc}") from exc
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite store {str(self.db_path)!r}: {exc}") from exc
+            where = repr(str(self.db_path))
+            raise sqlite_error(exc, "store", where, self.db_path, self._busy_timeout) from exc
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._call, work)
