@@ -50,11 +50,13 @@ class Backend:
     """A checkpointer plus a back door into its storage, for tests that inspect or damage
     stored rows and for reopening the same storage with a new instance."""
 
+    FILE = "checkpoints.db"  # the SQLite file, in the test's own folder
+
     def __init__(self, name: str, tmp_path: Path) -> None:
         self.name = name
-        self.opened: list[BaseCheckpointer] = []
+        self.opened: list[Any] = []
         if name == "sqlite":
-            self.db_path = tmp_path / "checkpoints.db"
+            self.db_path = tmp_path / self.FILE
         elif name == "postgres":
             self.dsn = pg_dsn()
             self.schema = fresh_schema()

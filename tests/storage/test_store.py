@@ -20,23 +20,15 @@ import pytest
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.storage.store import BaseStore, InMemoryStore, Item
 from tenxgraph.storage.store import base as store_base
-from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
+from tests.storage.conftest import Backend
 
 
-class StoreBackend:
-    """A store, and the means to open a new instance on the same storage."""
+class StoreBackend(Backend):
+    """A store, the means to open a new instance on the same storage, and raw SQL on it."""
 
-    def __init__(self, name: str, tmp_path: Path) -> None:
-        self.name = name
-        self.opened: list[BaseStore] = []
-        if name == "sqlite":
-            self.db_path = tmp_path / "store.db"
-        elif name == "postgres":
-            self.dsn = pg_dsn()
-            self.schema = fresh_schema()
-        self.store = self.open()
+    FILE = "store.db"
 
-    def open(self) -> BaseStore:
+    def open(self) -> BaseStore:  # type: ignore[override]
         store: BaseStore
         if self.name == "memory":
             store = InMemoryStore()
@@ -50,12 +42,6 @@ class StoreBackend:
             store = PostgresStore(self.dsn, schema=self.schema, max_size=2)
         self.opened.append(store)
         return store
-
-    async def close(self) -> None:
-        for store in self.opened:
-            await store.aclose()
-        if self.name == "postgres":
-            await drop_schema(self.dsn, self.schema)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -436,22 +422,16 @@ async def test_postgres_compares_namespaces_bytewise_whatever_the_database_local
 ) -> None:
     """A prefix search is a range of text: under a locale's collation ("a-b" sorting next to
     "ab") it would be wrong, so the columns are `COLLATE "C"`."""
-    import asyncpg
-
     found = StoreBackend("postgres", tmp_path)
     try:
         await found.store.asetup()
-        conn = await asyncpg.connect(found.dsn)
-        try:
-            rows = await conn.fetch(
-                "SELECT column_name, collation_name FROM information_schema.columns "
-                "WHERE table_schema = $1 AND table_name = 'tx_store_items' "
-                "AND column_name IN ('namespace', 'key') ORDER BY column_name",
-                found.schema,
-            )
-        finally:
-            await conn.close()
-        assert [tuple(row) for row in rows] == [("key", "C"), ("namespace", "C")]
+        rows = await found.sql(
+            "SELECT column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = ? AND table_name = 'tx_store_items' "
+            "AND column_name IN ('namespace', 'key') ORDER BY column_name",
+            found.schema,
+        )
+        assert rows == [("key", "C"), ("namespace", "C")]
     finally:
         await found.close()
 
@@ -461,17 +441,7 @@ async def test_a_damaged_row_is_a_serialization_error_naming_the_item(
     lasting: StoreBackend, stored: str
 ) -> None:
     await lasting.store.aput(("u",), "k", {"v": 1})
-    query = "UPDATE tx_store_items SET value = ? WHERE key = 'k'"
-    if lasting.name == "sqlite":
-        conn = sqlite3.connect(lasting.db_path, isolation_level=None)
-        conn.execute(query, (stored,))
-        conn.close()
-    else:
-        import asyncpg
-
-        pg = await asyncpg.connect(lasting.dsn, server_settings={"search_path": lasting.schema})
-        await pg.execute(query.replace("?", "$1"), stored)
-        await pg.close()
+    await lasting.sql("UPDATE tx_store_items SET value = ? WHERE key = 'k'", stored)
     with pytest.raises(SerializationError, match=r"Store item \('u',\) / 'k': the stored value"):
         await lasting.store.aget(("u",), "k")
 
@@ -480,16 +450,6 @@ async def test_tables_of_a_newer_tenxgraph_are_refused(lasting: StoreBackend) ->
     from tenxgraph.core.exceptions import SchemaVersionError
 
     await lasting.store.asetup()
-    query = "UPDATE tx_store_schema_version SET version = 99"
-    if lasting.name == "sqlite":
-        conn = sqlite3.connect(lasting.db_path, isolation_level=None)
-        conn.execute(query)
-        conn.close()
-    else:
-        import asyncpg
-
-        pg = await asyncpg.connect(lasting.dsn, server_settings={"search_path": lasting.schema})
-        await pg.execute(query)
-        await pg.close()
+    await lasting.sql("UPDATE tx_store_schema_version SET version = 99")
     with pytest.raises(SchemaVersionError, match="store schema version 99, but this tenxgraph"):
         await lasting.open().aget(("u",), "k")
