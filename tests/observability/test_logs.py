@@ -26,6 +26,7 @@ from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests._helpers import thread, tool_call
 from tests.core.graph._support import inp, linear
+from tests.core.graph.test_agent import completion
 from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, event, sse
 from tests.core.llm._support import Script as ScriptedModel
 
@@ -50,23 +51,6 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="tenxgraph")
     return caplog
-
-
-def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
-    }
 
 
 def records(
