@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ import respx
 
 from tenxgraph.core.exceptions import LeaseLostError, ThreadBusyError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
-from tenxgraph.core.llm import FunctionModel, RetryConfig, retry
+from tenxgraph.core.llm import FunctionModel, RetryConfig
 from tenxgraph.core.llm.summary import SummaryContextManager
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import MessageContextManager
@@ -34,19 +33,6 @@ KEY = "sk-test-logs-0123456789abcdef"
 WAIT = 5.0  # seconds: the bound on any wait that would hang if the behaviour regressed
 
 
-@pytest.fixture(autouse=True)
-def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Retry delays recorded instead of waited."""
-    delays: list[float] = []
-
-    async def record(seconds: float) -> None:
-        delays.append(seconds)
-
-    monkeypatch.setattr(retry, "sleep", record)
-    monkeypatch.setattr(retry, "jitter_source", lambda: 1.0)
-    return delays
-
-
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="tenxgraph")
@@ -61,12 +47,6 @@ def records(
 
 def messages(caplog: pytest.LogCaptureFixture, logger: str, level: int | None = None) -> str:
     return "\n".join(r.getMessage() for r in records(caplog, logger, level))
-
-
-@pytest.fixture
-def openai_api() -> Iterator[respx.Route]:
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        yield mock.post(OPENAI_URL)
 
 
 # -- the run --------------------------------------------------------------------------------

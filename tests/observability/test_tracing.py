@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import tenxgraph
 from tenxgraph.core.exceptions import ModelAuthError, NodeError
 from tenxgraph.core.graph import Agent, StateGraph
-from tenxgraph.core.llm import FunctionModel, ModelInfo, retry
+from tenxgraph.core.llm import FunctionModel, ModelInfo
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock
 from tenxgraph.observability import CONTENT_ENV, Tracing
 from tenxgraph.observability.settings import tracer_for
@@ -34,7 +34,7 @@ from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
-from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, event, sse
+from tests.core.llm._support import USAGE_EVENT, event, sse
 from tests.observability import _resume_worker
 from tests.providers.test_agent_end_to_end import QUESTION, WeatherTools, full_providers
 from tests.providers.test_transcripts import KEY_ENVS, SECRET, Provider
@@ -94,20 +94,10 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Model retries do not wait."""
-
-    async def record(seconds: float) -> None:
-        return None
-
-    monkeypatch.setattr(retry, "sleep", record)
+def no_content_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Content recording as the test sets it, not as the developer's shell does (model
+    retries do not wait: the package's `slept`)."""
     monkeypatch.delenv(CONTENT_ENV, raising=False)
-
-
-@pytest.fixture
-def openai_api() -> Iterator[respx.Route]:
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        yield mock.post(OPENAI_URL)
 
 
 def inp(text: str) -> dict[str, Any]:
