@@ -30,13 +30,13 @@ from tenxgraph.core.llm import FunctionModel, ModelInfo
 from tenxgraph.core.state import AgentState, Message, ToolCallBlock
 from tenxgraph.observability import CONTENT_ENV, Tracing
 from tenxgraph.observability.settings import tracer_for
-from tenxgraph.prebuilt import ReactAgent, tools_condition
+from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests.core.llm._support import USAGE_EVENT, event, sse
 from tests.observability import _resume_worker
-from tests.providers.test_agent_end_to_end import QUESTION, WeatherTools, full_providers
+from tests.providers.test_agent_end_to_end import QUESTION, WeatherTools, build_app, full_providers
 from tests.providers.test_transcripts import KEY_ENVS, SECRET, Provider
 
 KEY = "sk-otel-test-5f2c9a0b7d1e4f3a"
@@ -256,16 +256,8 @@ async def test_every_recorded_provider_gives_the_same_tree(
         monkeypatch.delenv(name, raising=False)
     calls_case = provider.case("stream_tools" if streamed else "parallel_tools")
     text_case = provider.case("stream_text" if streamed else "plain")
-    tools = WeatherTools()
-    agent = Agent(provider.model, tool_node="tools", retry_config=False, **provider.call_settings())
-    graph = StateGraph()
-    graph.add_node("agent", agent)
-    graph.add_node("tools", tools.node)
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
     traced = Traced(record_content=True)
-    app = graph.compile(tracing=traced.tracing)
+    app = build_app(provider, WeatherTools(), tracing=traced.tracing)
     with respx.mock(using="httpx") as mock:
         provider.route(mock).mock(
             side_effect=[calls_case.http_response(), text_case.http_response()]

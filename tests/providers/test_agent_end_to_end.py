@@ -61,7 +61,7 @@ class WeatherTools:
         self.node = ToolNode([get_weather, get_time])
 
 
-def build_app(provider: Provider, tools: WeatherTools) -> Any:
+def build_app(provider: Provider, tools: WeatherTools, **compile_options: Any) -> Any:
     settings = provider.call_settings()  # api_key for hosted providers, api_base for local
     agent = Agent(provider.model, tool_node="tools", retry_config=False, **settings)
     graph = StateGraph()
@@ -70,7 +70,7 @@ def build_app(provider: Provider, tools: WeatherTools) -> Any:
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
-    return graph.compile(checkpointer=InMemoryCheckpointer())
+    return graph.compile(checkpointer=InMemoryCheckpointer(), **compile_options)
 
 
 def shape(messages: list[Message]) -> list[tuple[str, int, int]]:
