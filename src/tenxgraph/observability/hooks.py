@@ -78,8 +78,8 @@ Hook = RunHooks | Callable[[Any], Any]
 
 
 class Dispatch:
-    """The hooks of one run, sorted by event type once: an event nobody overrode costs a
-    dict lookup."""
+    """The hooks of one run (as `hooks_from` checked them), sorted by event type once: an
+    event nobody overrode costs a dict lookup."""
 
     __slots__ = ("by_type",)
 
@@ -93,13 +93,9 @@ class Dispatch:
                     if method is not getattr(RunHooks, name):  # overridden
                         by_type.setdefault(kind, []).append(getattr(hook, name))
             else:
-                _check(hook, "a hook")
                 for kind in methods:
                     by_type.setdefault(kind, []).append(hook)
         self.by_type = {k: tuple(v) for k, v in by_type.items()}
-
-    def wants(self, kind: type) -> bool:
-        return kind in self.by_type
 
     async def emit(self, event: Any) -> None:
         for hook in self.by_type.get(type(event), ()):

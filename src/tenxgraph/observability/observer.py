@@ -197,11 +197,9 @@ class Observer:
 
     def count_answers(self, messages: Sequence[Message]) -> None:
         """Count answers a node made without a model call we saw (its own client, say)."""
-        counted = self.counted
         for message in messages:
-            if message.usages is not None and message.message_id not in counted:
-                counted.add(message.message_id)
-                self.usage.add_call(message.usages, _cost_of(message))
+            if message.usages is not None:
+                self.count_call(message, False)
 
     # -- nodes -----------------------------------------------------------------------------
 
