@@ -72,9 +72,9 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
             asked = _for_route(request, route, primary)
         attempt = 0
         observer = current_observer.get()
-        watched = observer is not None and observer.watching  # else only counted
-        while True:
-            call = _observed(observer, route, asked, False) if watched else None  # type: ignore[arg-type]
+        watched = observer if observer is not None and observer.watching else None
+        while True:  # a call nothing watches is only counted
+            call = None if watched is None else _observed(watched, route, asked, False)
             try:
                 answer = await route.client.acomplete(asked)
             except BaseException as error:
@@ -93,7 +93,7 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
             if call is not None:
                 await call.finished(answer)
             elif observer is not None:
-                observer.count_call(answer, getattr(route.client, "free", False) is True)
+                observer.count_call(answer, _free(route))
             return answer
     raise _final(failures)
 
@@ -157,10 +157,14 @@ def _observed(observer: Observer, route: Route, request: ModelRequest, streamed:
             provider = find(request.model)
         except Exception:  # a name the client cannot route: the call itself will say so
             provider = None
-    free = getattr(route.client, "free", False) is True
     return observer.model_call(
-        request.model, provider, streamed, request.settings, request.messages, free
+        request.model, provider, streamed, request.settings, request.messages, _free(route)
     )
+
+
+def _free(route: Route) -> bool:
+    """Whether `route`'s client says its calls cost nothing (the offline models)."""
+    return getattr(route.client, "free", False) is True
 
 
 def _retrying(model: str, error: ModelError, attempt: int, wait: float) -> None:
