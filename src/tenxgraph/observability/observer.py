@@ -185,6 +185,12 @@ class Observer:
         meta.__pydantic_fields_set__.add("usage")
         self._tallied = usage.model_calls
 
+    def absorb(self, other: Observer) -> None:
+        """Count what a run nested in this one (a subgraph's) spent as this run's too."""
+        if other.usage.model_calls:
+            self.usage = self.usage.plus(other.usage)
+            self.counted |= other.counted
+
     def count_call(self, answer: Message, free: bool) -> float | None:
         """Count one model call's answer (once); its cost, 0 for a `free` (offline) model."""
         cost = _cost_of(answer)

@@ -1,4 +1,4 @@
-"""Public helpers: constants, enums, `Command` and the `@tool` decorator."""
+"""Public helpers: constants, enums, `Command`, `Send` and the `@tool` decorator."""
 
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import (
@@ -15,6 +15,7 @@ from tenxgraph.utils.constants import (
 )
 from tenxgraph.utils.decorators import tool
 from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, interrupt, pending_interrupt
+from tenxgraph.utils.send import Send
 
 __all__ = [
     "DEFAULT_ANONYMOUS_USER_ID",
@@ -30,6 +31,7 @@ __all__ = [
     "GraphInterrupt",
     "Interrupt",
     "ResponseGranularity",
+    "Send",
     "interrupt",
     "pending_interrupt",
     "tool",

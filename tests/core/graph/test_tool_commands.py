@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tenxgraph.core.exceptions import GraphError, NodeError, UnreachableNodesWarning
+from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph import StateGraph, ToolNode
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
@@ -119,13 +119,13 @@ async def test_a_command_to_no_node_is_a_graph_error_naming_it() -> None:
     assert caught.value.error_code == "GRAPH_004"
 
 
-async def test_a_command_to_the_parent_graph_is_refused_clearly() -> None:
+async def test_a_command_to_the_parent_graph_outside_a_subgraph_is_refused_clearly() -> None:
     def up() -> Command:
         """Go up."""
         return Command(goto="billing", graph=Command.PARENT)
 
     app, ran = desk([up])
-    with pytest.raises(NodeError, match="graphs inside graphs"):
+    with pytest.raises(GraphError, match="not running as a subgraph"):
         await app.ainvoke(asked(tool_call("up", "c1")))
     assert ran == []
 

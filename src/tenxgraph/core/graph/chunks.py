@@ -27,11 +27,12 @@ _time = time.time
 class Chunks:
     """Builds one run's chunks from a template of the fields they all share."""
 
-    __slots__ = ("_template", "run_id", "streamed", "thread_id")
+    __slots__ = ("_template", "namespace", "run_id", "streamed", "thread_id")
 
-    def __init__(self, thread_id: str, run_id: str) -> None:
+    def __init__(self, thread_id: str, run_id: str, namespace: tuple[str, ...] = ()) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
+        self.namespace = namespace
         self._template: dict[str, Any] | None = None  # built by the first chunk
         self.streamed: set[str | int] = set()  # ids of messages a NodeEvent already sent
 
@@ -40,7 +41,11 @@ class Chunks:
         shared = self._template
         if shared is None:
             shared = self._template = template(
-                StreamChunk, thread_id=self.thread_id, run_id=self.run_id, timestamp=0.0
+                StreamChunk,
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                timestamp=0.0,
+                namespace=self.namespace,
             )
         return shared
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.graph.engine import Run
@@ -12,6 +12,7 @@ from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normaliz
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
+from tenxgraph.core.graph.subgraph import Compiled, Subgraph, child_thread_id
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
@@ -182,6 +183,43 @@ class CompiledGraph:
 
     def get_state(self, config: dict[str, Any]) -> AgentState | None:
         return self._loop_thread.run(self.aget_state, config)
+
+    async def aget_subgraph_state(
+        self, config: dict[str, Any], namespace: str | Sequence[str]
+    ) -> AgentState | None:
+        """The state of the subgraph node `namespace` (a node name, or a path of them for a
+        subgraph inside a subgraph: `("research", "search")`; the i-th `Send` to a node is
+        `"name[i]"`) in the thread's current step: the child a paused run is paused in, or
+        None when that node has no run in this step."""
+        path = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+        state = await self.aget_state(config)
+        graph: Compiled = self
+        thread_id = thread_id_of(config)
+        for key in path:
+            if state is None or self.checkpointer is None:
+                return None
+            spec = graph._program.specs.get(key.partition("[")[0])
+            if spec is None or not isinstance(spec.func, Subgraph):
+                subgraphs = [n for n, s in graph._program.specs.items()
+                             if isinstance(s.func, Subgraph)]  # fmt: skip
+                raise ValueError(
+                    f"{key!r} is not a subgraph node of graph {graph.name!r}; its subgraph "
+                    f"nodes are {subgraphs}"
+                )
+            thread_id = child_thread_id(thread_id, key, state.execution_meta.step)
+            graph = spec.func.graph
+            snapshot = await self.checkpointer.aload_recent(
+                thread_id, graph.state_type, RECENT_MESSAGES
+            )
+            state = None if snapshot is None else snapshot.state
+        if state is not None:
+            seal_history(state.context)
+        return state
+
+    def get_subgraph_state(
+        self, config: dict[str, Any], namespace: str | Sequence[str]
+    ) -> AgentState | None:
+        return self._loop_thread.run(self.aget_subgraph_state, config, namespace)
 
     async def aget_state_history(
         self, config: dict[str, Any], limit: int | None = None

@@ -16,9 +16,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
-from tenxgraph.core.exceptions import GraphRecursionError
+from tenxgraph.core.exceptions import GraphError, GraphRecursionError
 from tenxgraph.core.graph.chunks import Chunks
 from tenxgraph.core.graph.execution import NodeRunner
 from tenxgraph.core.graph.guard import Guard, Stopped
@@ -38,7 +39,7 @@ from tenxgraph.core.graph.node import ASYNC_GEN, NodeOutput, NodeSpec
 from tenxgraph.core.graph.opening import Opening
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
-from tenxgraph.core.graph.scheduler import Scheduler
+from tenxgraph.core.graph.scheduler import Scheduler, recorded
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
@@ -50,10 +51,23 @@ from tenxgraph.observability.observer import TRACE_KEY, Observer, current_observ
 from tenxgraph.observability.settings import tracer_for
 from tenxgraph.storage.checkpointer._express import Express, current_express
 from tenxgraph.storage.checkpointer.paging import alook_up_ids
+from tenxgraph.utils.command import ParentCommand
 from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
 _STOP_POLL_SECONDS = 0.05
+
+
+class Nesting(NamedTuple):
+    """A run inside a node of another (a subgraph): where its chunks say they come from."""
+
+    namespace: tuple[str, ...]
+    thread_id: str  # the outermost run's thread and run, which its chunks carry
+    run_id: str
+
+
+#: the run whose node is running in this context (a subgraph node's run is nested in it)
+current_run: ContextVar[Run | None] = ContextVar("tenxgraph_current_run", default=None)
 
 
 class Run:
@@ -67,8 +81,11 @@ class Run:
         settings: RunSettings,
         want: frozenset[StreamEvent],
         granularity: ResponseGranularity,
+        nesting: Nesting | None = None,
     ) -> None:
         self.program = program
+        self.nesting = nesting
+        self.state: AgentState | None = None  # the thread's state, once opened
         self.threads = threads
         self.input_data = input_data
         self.settings = settings
@@ -84,7 +101,11 @@ class Run:
         self.express = Express()
         self.version: int | None = None
         self.current: Sequence[NodeSpec] = ()
-        self.chunks = Chunks(settings.thread_id, settings.run_id)
+        self.chunks = (
+            Chunks(settings.thread_id, settings.run_id)
+            if nesting is None
+            else Chunks(nesting.thread_id, nesting.run_id, nesting.namespace)
+        )
         checkpointer = program.checkpointer
         self.keeper = Keeper(
             checkpointer, settings.thread_id, settings.run_id, guard, self.request_stop
@@ -103,6 +124,7 @@ class Run:
         self._added: list[Message] = []
         self._last_poll = time.monotonic()  # when the store was last asked for a stop
         self._outer_observer: Observer | None = None
+        self._outer_run: Run | None = None
 
     def request_stop(self) -> None:
         """Ask the run to stop: now if a node is running, else at the next step boundary."""
@@ -121,9 +143,16 @@ class Run:
         deadline, turn, outer_express = await self._begin()
         state: AgentState | None = None
         failure: BaseException | None = None
-        opening = Opening(self.program, self.threads, self.keeper, self.settings, self.input_data)
+        opening = Opening(
+            self.program,
+            self.threads,
+            self.keeper,
+            self.settings,
+            self.input_data,
+            self.nesting is not None,
+        )
         try:
-            state = await opening.open(deadline)
+            self.state = state = await opening.open(deadline)
             self.version = opening.version
             if opening.next_names is not None:  # continuing a paused run: link the two
                 self.observer.resumed(state.execution_meta.internal_data.get(TRACE_KEY))
@@ -179,13 +208,14 @@ class Run:
                     "graph_invoked", time_taken=taken, token_usage=self.token_usage()
                 )
             self._finish(state, opening.given)
+        except ParentCommand:  # a subgraph's run ended by routing in its parent's graph
+            raise
         except BaseException as exc:
             failure = exc
             if state is not None and opening.replay is None:
                 self.observer.tally(state.execution_meta)
-                running = [s.name for s in self.current]
                 self.version = await self.keeper.record_failure(
-                    state, self.version, exc, running, self.scheduler.deferred
+                    state, self.version, exc, recorded(self.current), self.scheduler.deferred
                 )
             if isinstance(exc, Exception) and StreamEvent.ERROR in want:
                 yield chunks.error(exc)
@@ -216,6 +246,8 @@ class Run:
         current_express.set(self.express)
         self._outer_observer = current_observer.get()  # a run inside a node of another
         current_observer.set(self.observer)
+        self._outer_run = current_run.get()
+        current_run.set(self)
         self.loop = asyncio.get_running_loop()
         self.guard.task = asyncio.current_task()
         return deadline, turn, outer_express
@@ -238,6 +270,7 @@ class Run:
             threads.end_turn(turn)
         current_express.set(outer_express)
         current_observer.set(self._outer_observer)
+        current_run.set(self._outer_run)
         meta = state.execution_meta if state is not None and failure is None else None
         paused = None
         if meta is not None and meta.is_interrupted():
@@ -259,7 +292,7 @@ class Run:
     ) -> AsyncIterator[StreamChunk]:
         """The chunks of a run's start: its input, and the answer of a turn sent again."""
         want, chunks = self.want, self.chunks
-        if StreamEvent.MESSAGE in want:
+        if StreamEvent.MESSAGE in want and self.nesting is None:  # a subgraph's: its parent's
             for message in given:
                 yield chunks.chunk(
                     StreamEvent.MESSAGE,
@@ -360,8 +393,30 @@ class Run:
         elif isinstance(exc, Stopped):
             async for chunk in self._stop(state, frontier):
                 yield chunk
+        elif isinstance(exc, ParentCommand):
+            await self._to_parent(state, frontier, exc)
         else:
             raise exc
+
+    async def _to_parent(
+        self, state: AgentState, frontier: Sequence[NodeSpec], exc: ParentCommand
+    ) -> None:
+        """A node returned `Command(graph=Command.PARENT)`: this subgraph's run ends (saved
+        as completed, the step that routed out left undone) and the command goes up to the
+        node running it, with this run's state."""
+        if self.nesting is None:
+            raise GraphError(
+                f"Node {frontier[-1].name!r} returned Command(graph=Command.PARENT), but graph "
+                f"{self.program.name!r} is not running as a subgraph: there is no parent to route "
+                "in. Return Command(goto=...) to route in this graph",
+                "GRAPH_004",
+                {"node": frontier[-1].name},
+            )
+        _mark_completed(state.execution_meta)
+        self.observer.tally(state.execution_meta)
+        self.version = await self.keeper.save(state, self.version, [], final=True)
+        exc.state = state
+        raise exc
 
     async def _commit(
         self, state: AgentState, ran: list[NodeSpec], outputs: list[NodeOutput]
@@ -382,12 +437,12 @@ class Run:
             answers = meta.internal_data.get("answers")
             if answers:  # this step's interrupts are answered and done with
                 for spec in ran:
-                    answers.pop(f"node:{spec.name}", None)
+                    answers.pop(f"node:{spec.key}", None)
                 for key in [k for k in answers if k.startswith("tool:")]:
                     del answers[key]
             frontier = await self.scheduler.next(state, [s.name for s in ran], outputs)
             if program.checkpointer is not None:  # where to continue an unfinished run
-                meta.internal_data["next"] = [s.name for s in frontier]
+                meta.internal_data["next"] = recorded(frontier)
                 meta.internal_data["deferred"] = sorted(self.scheduler.deferred)
             after = program.interrupt_after
             pause_after = [s.name for s in ran if s.name in after] if after else None
@@ -447,7 +502,7 @@ class Run:
         meta = state.execution_meta
         meta.set_interrupt(node, reason, status, data)
         internal = meta.internal_data
-        internal["next"] = [s.name for s in frontier]
+        internal["next"] = recorded(frontier)
         internal["deferred"] = sorted(self.scheduler.deferred)
         await self.observer.interrupted(node, reason, data, internal)
         self.observer.tally(meta)
@@ -529,4 +584,4 @@ def _mark_completed(meta: ExecutionState) -> None:
         meta.internal_data.pop(key, None)
 
 
-__all__ = ["Run"]
+__all__ = ["Nesting", "Run", "current_run"]

@@ -53,6 +53,7 @@ class NodeRunner:
         self.observer = observer
         self.config = settings.node_config
         self.timeout = settings.node_timeout
+        self.max_concurrency = settings.max_concurrency  # nodes of one step at once
         self.guard = guard
         self.chunks = chunks
         self.want = want
@@ -69,8 +70,8 @@ class NodeRunner:
     def scope(self, state: AgentState, spec: NodeSpec) -> InterruptScope:
         """What `interrupt()` inside this node sees: the answers given to it so far."""
         answers = state.execution_meta.internal_data.get("answers")
-        given = list(answers.get(f"node:{spec.name}", ())) if answers else []
-        return InterruptScope("node", spec.name, spec.name, given, ledger=self.ledger)
+        given = list(answers.get(f"node:{spec.key}", ())) if answers else []
+        return InterruptScope("node", spec.key, spec.name, given, ledger=self.ledger)
 
     # -- one node in the run's task --------------------------------------------------------
 
@@ -118,6 +119,9 @@ class NodeRunner:
                 elif isinstance(item, NodeEvent):
                     if want:
                         yield chunks.event(item)
+                elif isinstance(item, StreamChunk):  # a subgraph's, as it is
+                    if want:
+                        yield item
                 else:
                     self.collect(spec, item, output)
             guard.check(spec, timeout, cancelled=False)
@@ -182,9 +186,16 @@ class NodeRunner:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         results: list[NodeOutput | BaseException | None] = [None] * len(specs)
 
+        limit = self.max_concurrency
+        gate = asyncio.Semaphore(limit) if limit is not None and limit < len(specs) else None
+
         async def run(i: int, spec: NodeSpec) -> None:
             deadline = asyncio.timeout(self.timeout)
+            waited = False
             try:
+                if gate is not None:  # the node's time starts once it may run
+                    await gate.acquire()
+                    waited = True
                 async with deadline:
                     results[i] = await self._in_task(spec, states[i], queue)
             except TimeoutError as exc:
@@ -197,6 +208,8 @@ class NodeRunner:
             except BaseException as exc:
                 results[i] = exc
             finally:
+                if waited:
+                    gate.release()  # type: ignore[union-attr]
                 queue.put_nowait(_DONE)
 
         self.tasks = [asyncio.create_task(run(i, s)) for i, s in enumerate(specs)]
@@ -257,6 +270,9 @@ class NodeRunner:
                     elif isinstance(item, NodeEvent):
                         if want:
                             queue.put_nowait(chunks.event(item))
+                    elif isinstance(item, StreamChunk):
+                        if want:
+                            queue.put_nowait(item)
                     else:
                         self.collect(spec, item, output)
                 return output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import StaleStateError, ThreadBusyError
 from tenxgraph.core.graph.guard import Guard
@@ -106,7 +106,7 @@ class Keeper:
         state: AgentState,
         version: int | None,
         exc: BaseException,
-        current: Sequence[str],
+        current: Sequence[Any],
         deferred: set[str],
     ) -> int | None:
         """Mark the state failed and keep what was done so far; the version it is saved at."""

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
 from tenxgraph.core.exceptions import GraphError, NodeError
 from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
-from tenxgraph.utils.command import Command
+from tenxgraph.utils.command import Command, ParentCommand
+from tenxgraph.utils.send import Send
 
 NodeFunc = Callable[..., Any]
 
 ASYNC, SYNC, ASYNC_GEN = "async", "sync", "async_gen"
+
+#: `NodeSpec.arg` of a node run as the graph's edges lead to it (not by a `Send`)
+NO_ARG: Any = object()
 
 
 @dataclass(slots=True)
@@ -28,7 +32,7 @@ class NodeOutput:
 
     messages: list[Message] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
-    goto: list[str] | None = None
+    goto: list[str | Send] | None = None
     state: AgentState | None = None  # the node returned a state object: diff it
 
 
@@ -59,6 +63,25 @@ class NodeSpec:
     dynamic_goto: bool  # may return Command(goto=...) to any node
     # a generator node's whole output as one awaitable, for runs that stream nothing
     whole: Callable[[Any, dict[str, Any]], Awaitable[Any]] | None = None
+    # one run of the node in a step: its name, or "name[i]" for the i-th `Send` to it (its
+    # interrupt answers are kept under this key), and the payload that Send gave
+    key: str = ""
+    arg: Any = NO_ARG
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = self.name
+
+    def sent(self, arg: Any, number: int) -> NodeSpec:
+        """This node as the `number`-th `Send` of a step runs it: called with `arg`."""
+        call, whole = self.call, self.whole
+        return replace(
+            self,
+            key=f"{self.name}[{number}]",
+            arg=arg,
+            call=lambda state, config: call(arg, config),
+            whole=None if whole is None else (lambda state, config: whole(arg, config)),
+        )
 
 
 def _target(func: NodeFunc) -> Callable[..., Any]:
@@ -241,6 +264,8 @@ def normalize(value: Any, node: str, fields: frozenset[str]) -> NodeOutput:
     """Turn whatever a node returned into a `NodeOutput`."""
     if type(value) is Message:  # the usual answer: nothing to look into
         return NodeOutput([value])
+    if type(value) is NodeOutput:  # made by the runtime's own nodes (a subgraph)
+        return value
     out = NodeOutput()
     _collect(value, node, fields, out)
     return out
@@ -258,9 +283,12 @@ def _collect(value: Any, node: str, fields: frozenset[str], out: NodeOutput) -> 
     elif isinstance(value, AgentState):
         out.state = value
     elif isinstance(value, Command):
+        if value.graph is not None:  # for the graph running this one, as it is
+            raise ParentCommand(value)
         _collect(value.update, node, fields, out)
         if value.goto is not None:
-            out.goto = [value.goto] if isinstance(value.goto, str) else list(value.goto)
+            goto = value.goto
+            out.goto = [goto] if isinstance(goto, str | Send) else list(goto)
     elif isinstance(value, ToolResult):
         if value.message is not None:
             out.messages.append(as_message(value.message, node))
@@ -306,6 +334,7 @@ __all__ = [
     "ASYNC",
     "ASYNC_GEN",
     "NOT_OFFERED",
+    "NO_ARG",
     "SYNC",
     "FieldUpdates",
     "NodeEvent",

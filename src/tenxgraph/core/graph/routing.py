@@ -10,6 +10,7 @@ from typing import Any
 from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.graph.node import make_caller
 from tenxgraph.utils.constants import END, START
+from tenxgraph.utils.send import Send
 
 _SEVERAL = (list, tuple, set, frozenset)  # a condition that names several nodes at once
 
@@ -48,11 +49,15 @@ class Branch:
         """The nodes this branch can lead to, or None when any node is possible."""
         return None if self.path_map is None else list(self.path_map.values())
 
-    def resolve(self, value: Any, known: Mapping[str, object]) -> list[str]:
-        """Node names (END included) for what the condition returned."""
+    def resolve(self, value: Any, known: Mapping[str, object]) -> list[str | Send]:
+        """Node names (END included) and `Send`s for what the condition returned."""
         values = value if isinstance(value, _SEVERAL) else (value,)
-        names: list[str] = []
+        names: list[str | Send] = []
         for item in values:
+            if isinstance(item, Send):  # names its node itself: no path_map
+                check_send(item, self.source, known)
+                names.append(item)
+                continue
             if self.path_map is not None:
                 try:
                     name = self.path_map[item]
@@ -74,6 +79,16 @@ class Branch:
                 )
             names.append(name)
         return names
+
+
+def check_send(send: Send, source: str, known: Mapping[str, object]) -> None:
+    if send.node not in known:
+        raise GraphError(
+            f"{source!r} sent {send!r}, but {send.node!r} is not a node of this graph; send "
+            f"to one of {sorted(known)}",
+            "GRAPH_004",
+            {"node": source, "send": send.node},
+        )
 
 
 @dataclass(slots=True)
@@ -142,4 +157,4 @@ def _closure(successors: dict[str, set[str]]) -> dict[str, frozenset[str]]:
     return reach
 
 
-__all__ = ["Branch", "Routing"]
+__all__ = ["Branch", "Routing", "check_send"]

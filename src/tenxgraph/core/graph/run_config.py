@@ -41,6 +41,7 @@ KNOWN_CONFIG_KEYS = frozenset(
         "is_stream",
         "timestamp",
         "hooks",  # RunHooks told about this run, besides the graph's own
+        "max_concurrency",  # nodes of one step running at once (Sends, parallel branches)
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
         # ToolNode
@@ -128,6 +129,7 @@ class RunSettings:
     # what this run does when another run holds its thread: "reject", "enqueue", "interrupt"
     multitask_strategy: str = "reject"
     enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
+    max_concurrency: int | None = None  # nodes of one step at once (None: all)
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
@@ -156,9 +158,25 @@ class RunSettings:
         wait = given.get("enqueue_timeout", DEFAULT_ENQUEUE_TIMEOUT_SECONDS)
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
             raise ValueError(f"config['enqueue_timeout'] must be seconds or None, got {wait!r}")
+        at_once = given.get("max_concurrency")
+        if at_once is not None and (
+            not isinstance(at_once, int) or isinstance(at_once, bool) or at_once < 1
+        ):
+            raise ValueError(
+                f"config['max_concurrency'] must be a positive int or None, got {at_once!r}: "
+                "how many nodes of one step run at once"
+            )
         check_config_keys(given)
         return cls(
-            thread_id, run_id, limit, timeout if timeout else None, given, fork, strategy, wait
+            thread_id,
+            run_id,
+            limit,
+            timeout if timeout else None,
+            given,
+            fork,
+            strategy,
+            wait,
+            at_once,
         )
 
 

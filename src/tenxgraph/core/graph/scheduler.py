@@ -1,8 +1,9 @@
 """`Scheduler`: which nodes run in a run's next super-step.
 
 After a step, each node that ran leads on through its `Command(goto=...)` or, without one,
-through its edges and conditions. A join (a node several branches lead to) waits while a node
-that leads to it is still pending; such nodes are deferred to a later step.
+through its edges and conditions; a `Send` among them runs its node once with its payload.
+A join (a node several branches lead to) waits while a node that leads to it is still
+pending; such nodes are deferred to a later step.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenxgraph.core.exceptions import GraphError
-from tenxgraph.core.graph.node import NodeOutput, NodeSpec
+from tenxgraph.core.graph.node import NO_ARG, NodeOutput, NodeSpec
 from tenxgraph.core.graph.program import Program
+from tenxgraph.core.graph.routing import check_send
 from tenxgraph.core.state import AgentState
 from tenxgraph.utils.constants import END
+from tenxgraph.utils.send import Send
 
 
 class Scheduler:
@@ -31,23 +34,26 @@ class Scheduler:
     async def next(
         self, state: AgentState, names: Sequence[str], outputs: Sequence[NodeOutput | None]
     ) -> list[NodeSpec]:
-        """The nodes of the next step, in graph order, after the nodes `names` ran and
-        returned `outputs`."""
+        """The nodes of the next step, after the nodes `names` ran and returned `outputs`:
+        those the edges lead to in graph order, then one run per `Send`, in the order sent."""
         nodes = self.program.specs
+        led_to: list[str | Send] | None = None  # where one node's edges lead, if asked
         if len(names) == 1 and not self.deferred:
             out = outputs[0]
             if out is None or out.goto is None:  # one node's edges and conditions decide
                 led_to = await self.targets(state, names[0])
                 following = [t for t in led_to if t != END]
-                if len(following) <= 1:  # nothing to wait for or to order
-                    return [nodes[t] for t in following]
-                return self._runnable(set(following))
+                if len(following) <= 1 and all(type(t) is str for t in following):
+                    return [nodes[t] for t in following]  # type: ignore[index]
         pending = set(self.deferred)
+        sends: list[Send] = []
         for name, out in zip(names, outputs, strict=True):
             if out is not None and out.goto is not None:
-                targets: Sequence[str] = out.goto
+                targets: Sequence[str | Send] = out.goto
                 for target in targets:
-                    if target != END and target not in nodes:
+                    if isinstance(target, Send):
+                        check_send(target, name, nodes)
+                    elif target != END and target not in nodes:
                         raise GraphError(
                             f"Node {name!r} returned Command(goto={target!r}), which is not a "
                             f"node of this graph; use one of {sorted(nodes)} or END",
@@ -55,17 +61,21 @@ class Scheduler:
                             {"node": name, "goto": target},
                         )
             else:
-                targets = await self.targets(state, name)
-            pending.update(t for t in targets if t != END)
+                targets = led_to if led_to is not None else await self.targets(state, name)
+            for target in targets:
+                if isinstance(target, Send):
+                    sends.append(target)
+                elif target != END:
+                    pending.add(target)
         if not pending:
             self.deferred = set()
-            return []
-        return self._runnable(pending)
+            return self._sent(sends)
+        return self._runnable(pending) + self._sent(sends)
 
-    async def targets(self, state: AgentState, name: str) -> list[str]:
+    async def targets(self, state: AgentState, name: str) -> list[str | Send]:
         """Where node `name`'s edges and conditions lead (END included)."""
         routing = self.program.routing
-        targets = list(routing.static.get(name, ()))
+        targets: list[str | Send] = list(routing.static.get(name, ()))
         for branch in routing.branches.get(name, ()):
             value = branch.call(state, self.node_config)
             if branch.is_async or inspect.isawaitable(value):
@@ -73,11 +83,28 @@ class Scheduler:
             targets.extend(branch.resolve(value, self.program.specs))
         return targets
 
-    def resume(self, names: Sequence[str], deferred: Sequence[str]) -> list[NodeSpec]:
-        """The step an unfinished run stopped before, as it recorded it."""
+    def resume(self, names: Sequence[Any], deferred: Sequence[str]) -> list[NodeSpec]:
+        """The step an unfinished run stopped before, as `recorded` wrote it."""
         nodes = self.program.specs
         self.deferred = set(deferred)
-        return sorted((nodes[n] for n in names if n in nodes), key=by_index)
+        plain = sorted((nodes[n] for n in names if isinstance(n, str) and n in nodes), key=by_index)
+        sends = [
+            Send(item["send"], item.get("arg"))
+            for item in names
+            if isinstance(item, dict) and item.get("send") in nodes
+        ]
+        return plain + self._sent(sends)
+
+    def _sent(self, sends: list[Send]) -> list[NodeSpec]:
+        """One run per `Send`: the i-th to a node in a step is its run "name[i]"."""
+        if not sends:
+            return []
+        nodes, counts = self.program.specs, dict[str, int]()
+        runs = []
+        for send in sends:
+            number = counts[send.node] = counts.get(send.node, -1) + 1
+            runs.append(nodes[send.node].sent(send.arg, number))
+        return runs
 
     def _runnable(self, pending: set[str]) -> list[NodeSpec]:
         """The pending nodes that may run now, in graph order; a join waits while a node
@@ -97,4 +124,10 @@ def by_index(spec: NodeSpec) -> int:
     return spec.index
 
 
-__all__ = ["Scheduler", "by_index"]
+def recorded(frontier: Sequence[NodeSpec]) -> list[Any]:
+    """A step's nodes as the thread keeps them, to continue an unfinished run: their names,
+    and for a node run by a `Send` its payload too."""
+    return [s.name if s.arg is NO_ARG else {"send": s.name, "arg": s.arg} for s in frontier]
+
+
+__all__ = ["Scheduler", "by_index", "recorded"]

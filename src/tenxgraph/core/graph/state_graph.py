@@ -11,6 +11,7 @@ from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.graph.node import NodeFunc, compile_node
 from tenxgraph.core.graph.routing import Branch, Routing
+from tenxgraph.core.graph.subgraph import Subgraph
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.hooks import hooks_from
@@ -73,6 +74,8 @@ class StateGraph:
                 raise ValueError("add_node takes (function) or (name, function)")
             func = name_or_func
             name = getattr(func, "__name__", None) or type(func).__name__
+        if isinstance(func, CompiledGraph):  # a graph as a node: run inside this one's step
+            func = Subgraph(func)
         if not callable(func):
             raise ValueError(f"Node {name!r} must be callable, got {type(func).__name__}")
         if name in _RESERVED_NAMES:
@@ -176,7 +179,9 @@ class StateGraph:
             [n for n, spec in specs.items() if spec.dynamic_goto],
         )
         reached = routing.reachable_from_start()
-        _warn_unreachable([n for n in self.nodes if n not in reached])
+        if not any(isinstance(specs[n].func, Subgraph) for n in reached):
+            # (a subgraph's nodes may route anywhere here: `Command.PARENT`)
+            _warn_unreachable([n for n in self.nodes if n not in reached])
         before = self._breakpoints(interrupt_before)
         after = self._breakpoints(interrupt_after)
         if checkpointer is None:

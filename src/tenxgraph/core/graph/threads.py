@@ -141,6 +141,15 @@ class Threads:
             return self.new_state(), None, False
         return await self._load(thread_id)
 
+    def forget(self, thread_id: str) -> None:
+        """Keep nothing of `thread_id` (a thread that is not run again)."""
+        self._forget(thread_id)
+
+    async def stored(self, thread_id: str) -> AgentState:
+        """The thread's state to read, not to run: kept or loaded (its recent messages)."""
+        kept = await self.current(thread_id)
+        return kept if kept is not None else (await self._load(thread_id))[0]
+
     def _forget(self, thread_id: str) -> tuple[int, AgentState, int] | None:
         """Stop keeping `thread_id`; what was kept of it, if anything."""
         kept = self.live.pop(thread_id, None)

@@ -78,6 +78,16 @@ class _Step:
         return str(self.config.get("thread_id") or "")
 
 
+def _to_parent(done: list[Outcome]) -> Command:
+    """The calls' messages and updates, for the graph running this one, and the nodes there
+    the tools that returned `Command(graph=Command.PARENT)` hand the run to."""
+    update: dict[str, Any] = {"context": [o.message for o in done]}
+    for outcome in done:
+        update.update(outcome.updates or {})
+    goto = [name for o in done if o.parent for name in (o.goto or ())]
+    return Command(update=update, goto=list(dict.fromkeys(goto)) or None, graph=Command.PARENT)
+
+
 class ToolNode:
     """A graph node that runs tools: ``graph.add_node("tools", ToolNode([search, refund]))``.
 
@@ -205,6 +215,9 @@ class ToolNode:
         for outcome in done:  # pause at the first tool that asked, once the others are recorded
             if outcome.interrupt is not None:
                 raise outcome.interrupt
+        if any(o.parent for o in done):  # handed to the parent graph: all of it goes there
+            yield _to_parent(done)
+            return
         yield [o.message for o in done]
         for outcome in done:
             if outcome.updates:
@@ -416,7 +429,12 @@ class ToolNode:
         finally:
             current_scope.reset(token)
         outcome = result_outcome(call, value)
-        problem = refused(type(step.state), outcome.updates) if outcome.updates else None
+        # an update for the parent graph (`Command.PARENT`) is that graph's to check
+        problem = (
+            refused(type(step.state), outcome.updates)
+            if outcome.updates and not outcome.parent
+            else None
+        )
         if problem is not None:  # the tool ran: say so, and record that, not the update
             return error_outcome(call, f"Tool {call.name!r} ran, but {problem}")
         return outcome

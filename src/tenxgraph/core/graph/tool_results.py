@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tenxgraph.core.graph.ledger import ToolLedger
 from tenxgraph.core.graph.tool_calls import ToolCall
@@ -15,6 +15,7 @@ from tenxgraph.core.state import AgentState, Message, ToolResult
 from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.interrupt import GraphInterrupt
+from tenxgraph.utils.send import Send
 
 
 @dataclass(slots=True)
@@ -28,6 +29,7 @@ class Outcome:
     replayed: bool = False
     interrupt: GraphInterrupt | None = None
     goto: list[str] | None = None
+    parent: bool = False  # `goto` names nodes of the graph running this one (a subgraph's)
 
 
 def tool_message(call: ToolCall, output: Any, is_error: bool) -> Message:
@@ -66,14 +68,16 @@ def result_outcome(call: ToolCall, value: Any) -> Outcome:
 def command_outcome(call: ToolCall, command: Command) -> Outcome:
     """A tool's `Command`: its `update` (field updates, or the answer as any tool may give
     it) and its `goto`, the nodes the run goes to after this step instead of the tool node's
-    edges: how an agent hands the conversation to another."""
-    if command.graph is not None:
+    edges: how an agent hands the conversation to another (with `graph=Command.PARENT`,
+    nodes of the graph running this one as a subgraph)."""
+    given = command.goto
+    names = [given] if isinstance(given, str | Send) else list(given or ())
+    if not all(isinstance(name, str) for name in names):
         raise ValueError(
-            f"Tool {call.name!r} returned Command(graph={command.graph!r}): a tool's Command "
-            "routes in the graph its ToolNode runs in (graphs inside graphs are not supported "
-            "yet)"
+            f"Tool {call.name!r} returned Command(goto={given!r}): a tool hands the run to "
+            "nodes by name; Send(...) is for a node's condition"
         )
-    goto = [command.goto] if isinstance(command.goto, str) else list(command.goto or ())
+    goto = cast(list[str], names)
     update = command.update
     if update is None or isinstance(update, dict):
         said = f"Handed over to {', '.join(goto)}." if goto else "Done."
@@ -81,6 +85,7 @@ def command_outcome(call: ToolCall, command: Command) -> Outcome:
     else:  # the answer as a tool gives it: text, a Message, a ToolResult...
         outcome = result_outcome(call, update)
     outcome.goto = goto or None
+    outcome.parent = command.graph is not None
     return outcome
 
 
@@ -99,6 +104,8 @@ async def record(
     entry: dict[str, Any] = {"message": outcome.message, "state": state}  # JSON in the ledger
     if outcome.goto:
         entry["goto"] = outcome.goto
+    if outcome.parent:
+        entry["parent"] = True
     if not await ledger.put(asked, call.id, entry):
         again = await ledger.get(asked, call.id)
         if again is not None:
@@ -115,6 +122,7 @@ def replayed(entry: dict[str, Any], state_type: type[AgentState]) -> Outcome:
         revived(state_type, updates) if updates else None,
         replayed=True,
         goto=[str(name) for name in goto] if isinstance(goto, list) and goto else None,
+        parent=entry.get("parent") is True,
     )
 
 

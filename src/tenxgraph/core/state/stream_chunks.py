@@ -35,6 +35,9 @@ class StreamChunk(BaseModel):
     run_id: str | None = None
     metadata: dict[str, Any] | None = None
     timestamp: float = Field(default_factory=time.time)
+    # where it was made: () for the graph that was run, ("research",) for its subgraph node
+    # "research", ("research", "search") for a subgraph of that one
+    namespace: tuple[str, ...] = ()
 
 
 __all__ = ["StreamChunk", "StreamEvent"]
