@@ -298,6 +298,10 @@ async def test_an_interrupt_in_the_child_pauses_the_parent_and_resume_continues_
     assert calls == Counter(plan=1, r1=1, r2=2, write=1)  # r1 did not run again
     assert texts(done["state"].context) == ["hi", "r2: yes", "writing with ['r1-owls']"]
     assert await app.aget_subgraph_state(config, "research") is None  # no child run now
+    # the finished child's thread went once the parent's step was saved
+    assert await store.aversion(key) is None
+    left = [t for t in await store.alist_threads() if t.startswith(config["thread_id"])]
+    assert left == [config["thread_id"]]
 
 
 async def test_two_questions_in_the_child_need_two_resumes_each_with_its_answer(

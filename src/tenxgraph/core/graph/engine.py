@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from tenxgraph.core.exceptions import GraphError, GraphRecursionError
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.graph.chunks import Chunks
 from tenxgraph.core.graph.execution import NodeRunner
 from tenxgraph.core.graph.guard import Guard, Stopped
@@ -56,6 +57,7 @@ from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
 _STOP_POLL_SECONDS = 0.05
+log = get_logger("tenxgraph.threads")
 
 
 class Nesting(NamedTuple):
@@ -86,6 +88,8 @@ class Run:
         self.program = program
         self.nesting = nesting
         self.state: AgentState | None = None  # the thread's state, once opened
+        # the threads of subgraph runs this step finished: deleted once the step is saved
+        self.finished_children: list[str] = []
         self.threads = threads
         self.input_data = input_data
         self.settings = settings
@@ -466,6 +470,8 @@ class Run:
             raise
         self._added = state.context if added is None else added
         self.produced.extend(self._added)
+        if self.finished_children:
+            await self._drop_children()
         return frontier, pause_after
 
     async def _step_ended(
@@ -486,6 +492,19 @@ class Run:
             yield chunks.chunk(StreamEvent.STATE, state=snapshot(state))
         if pause_after and want:
             yield chunks.update("interrupted", node=pause_after[0], reason="interrupt_after")
+
+    async def _drop_children(self) -> None:
+        """Delete the threads of the subgraph runs the saved step finished: their messages
+        and fields are the parent's now (a crash before this leaves one behind, harmless)."""
+        children, self.finished_children = self.finished_children, []
+        checkpointer = self.program.checkpointer
+        if checkpointer is not None:
+            for thread_id in children:
+                try:
+                    await checkpointer.adelete_thread(thread_id)
+                except Exception as exc:  # the step is saved: a leftover is no harm
+                    log.warning("thread %s: could not delete finished subgraph thread %s (%s)",
+                                self.settings.thread_id, thread_id, exc)  # fmt: skip
 
     # -- pausing and stopping --------------------------------------------------------------
 

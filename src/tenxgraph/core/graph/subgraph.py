@@ -161,6 +161,8 @@ class _ChildRun:
         if command is None and meta.is_interrupted():
             raise await self._forwarded(meta)
         self._collect(final, command)
+        if self.program.checkpointer is not None:  # the parent has it all once it saves
+            self.parent.finished_children.append(self.thread_id)
 
     async def _resume_or_start(self) -> Any:
         """The child run's input: a new run, the answer to the question it paused at, or
