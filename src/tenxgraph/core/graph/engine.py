@@ -20,7 +20,6 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from tenxgraph.core.exceptions import GraphError, GraphRecursionError
-from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.graph.chunks import Chunks
 from tenxgraph.core.graph.execution import NodeRunner
 from tenxgraph.core.graph.guard import Guard, Stopped
@@ -42,6 +41,7 @@ from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.scheduler import Scheduler, recorded
 from tenxgraph.core.graph.threads import Threads
+from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
