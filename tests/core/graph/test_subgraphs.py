@@ -7,6 +7,7 @@ route in the parent with `Command(graph=Command.PARENT)`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -341,6 +342,44 @@ async def test_a_failure_in_the_child_fails_the_parent_and_a_retry_skips_what_fi
     state = done["state"]
     assert texts(state.context) == ["hi", "flaky ok", "writing with ['r1-owls']"]
     assert once_each(state.context)
+
+
+async def test_a_breakpoint_in_the_child_pauses_the_parent_and_a_stop_pauses_both() -> None:
+    """A child's `interrupt_before` is the parent's pause (resumed with any answer); a stop of
+    the parent while the child runs cancels the child, and `ainvoke(None)` continues it
+    without running again what it finished."""
+    calls: Counter[str] = Counter()
+    running = asyncio.Event()
+
+    async def slow(state: Lab) -> dict[str, Any]:
+        calls["slow"] += 1
+        if calls["slow"] == 1:  # the first time, it waits to be stopped
+            running.set()
+            await asyncio.Event().wait()
+        return {"scratch": "slow"}
+
+    child = chain(note(calls, "r1"), ("slow", slow), state=Lab).compile(
+        name="researcher", interrupt_before=["slow"]
+    )
+    app = around(child, calls)
+    config = thread()
+    paused = await app.ainvoke(inp("hi"), config)
+    assert paused["interrupt"]["reason"] == "interrupt_before"
+    assert paused["interrupt"]["node"] == "research"
+    assert calls == Counter(plan=1, r1=1)
+
+    resumed = asyncio.create_task(app.ainvoke({"resume": None}, config))
+    await running.wait()
+    await app.astop(config)
+    stopped = await resumed
+    assert stopped["interrupted"]["reason"] == "stop_requested"
+
+    # continued: the child stops again at its breakpoint (as a graph of its own would)
+    again = await app.ainvoke(None, config)
+    assert again["interrupt"]["reason"] == "interrupt_before"
+    done = await app.ainvoke({"resume": None}, config, response_granularity="full")
+    assert calls == Counter(plan=1, r1=1, slow=2, write=1)
+    assert texts(done["state"].context)[-1] == "writing with ['r1-owls']"
 
 
 async def test_the_tool_ledger_works_inside_the_child(store: BaseCheckpointer) -> None:
