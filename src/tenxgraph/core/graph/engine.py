@@ -16,8 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import Any
 
 from tenxgraph.core.exceptions import GraphError, GraphRecursionError
 from tenxgraph.core.graph.chunks import Chunks
@@ -35,13 +34,13 @@ from tenxgraph.core.graph.merge import (
     tail,
     view_of,
 )
+from tenxgraph.core.graph.nesting import Nesting, current_run
 from tenxgraph.core.graph.node import ASYNC_GEN, NodeOutput, NodeSpec
 from tenxgraph.core.graph.opening import Opening
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.scheduler import Scheduler, recorded
 from tenxgraph.core.graph.threads import Threads
-from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
@@ -57,19 +56,6 @@ from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
 _STOP_POLL_SECONDS = 0.05
-log = get_logger("tenxgraph.threads")
-
-
-class Nesting(NamedTuple):
-    """A run inside a node of another (a subgraph): where its chunks say they come from."""
-
-    namespace: tuple[str, ...]
-    thread_id: str  # the outermost run's thread and run, which its chunks carry
-    run_id: str
-
-
-#: the run whose node is running in this context (a subgraph node's run is nested in it)
-current_run: ContextVar[Run | None] = ContextVar("tenxgraph_current_run", default=None)
 
 
 class Run:
@@ -470,8 +456,9 @@ class Run:
             raise
         self._added = state.context if added is None else added
         self.produced.extend(self._added)
-        if self.finished_children:
-            await self._drop_children()
+        if self.finished_children:  # the parent has all of them now
+            children, self.finished_children = self.finished_children, []
+            await self.keeper.delete_children(children)
         return frontier, pause_after
 
     async def _step_ended(
@@ -492,19 +479,6 @@ class Run:
             yield chunks.chunk(StreamEvent.STATE, state=snapshot(state))
         if pause_after and want:
             yield chunks.update("interrupted", node=pause_after[0], reason="interrupt_after")
-
-    async def _drop_children(self) -> None:
-        """Delete the threads of the subgraph runs the saved step finished: their messages
-        and fields are the parent's now (a crash before this leaves one behind, harmless)."""
-        children, self.finished_children = self.finished_children, []
-        checkpointer = self.program.checkpointer
-        if checkpointer is not None:
-            for thread_id in children:
-                try:
-                    await checkpointer.adelete_thread(thread_id)
-                except Exception as exc:  # the step is saved: a leftover is no harm
-                    log.warning("thread %s: could not delete finished subgraph thread %s (%s)",
-                                self.settings.thread_id, thread_id, exc)  # fmt: skip
 
     # -- pausing and stopping --------------------------------------------------------------
 
@@ -603,4 +577,4 @@ def _mark_completed(meta: ExecutionState) -> None:
         meta.internal_data.pop(key, None)
 
 
-__all__ = ["Nesting", "Run", "current_run"]
+__all__ = ["Run"]

@@ -124,6 +124,19 @@ class Keeper:
             version = await self.save(state, version, [], final=True)
         return version
 
+    async def delete_children(self, thread_ids: list[str]) -> None:
+        """Delete the threads of subgraph runs a saved step finished (the parent has their
+        messages and fields now; a crash before this leaves one behind, harmless)."""
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return
+        for thread_id in thread_ids:
+            try:
+                await checkpointer.adelete_thread(thread_id)
+            except Exception as exc:  # the step is saved: a leftover does no harm
+                log.warning("thread %s: could not delete the finished subgraph thread %s (%s)",
+                            self.thread_id, thread_id, exc)  # fmt: skip
+
     async def let_go(self) -> None:
         """At the end of a run that still holds its lease (cancelled, or its last save
         failed): release it, so the thread can be continued at once."""

@@ -26,7 +26,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tenxgraph.core.graph.engine import Nesting, Run, current_run
+from tenxgraph.core.graph.engine import Run
+from tenxgraph.core.graph.nesting import Nesting, current_run
 from tenxgraph.core.graph.node import NodeOutput, normalize
 from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.threads import Threads
