@@ -34,7 +34,7 @@ from tenxgraph.core.graph.merge import (
     tail,
     view_of,
 )
-from tenxgraph.core.graph.nesting import Nesting, current_run
+from tenxgraph.core.graph.nesting import Nesting, Parent, current_run
 from tenxgraph.core.graph.node import ASYNC_GEN, NodeOutput, NodeSpec
 from tenxgraph.core.graph.opening import Opening
 from tenxgraph.core.graph.program import Program
@@ -114,7 +114,7 @@ class Run:
         self._added: list[Message] = []
         self._last_poll = time.monotonic()  # when the store was last asked for a stop
         self._outer_observer: Observer | None = None
-        self._outer_run: Run | None = None
+        self._outer_run: Parent | None = None
 
     def request_stop(self) -> None:
         """Ask the run to stop: now if a node is running, else at the next step boundary."""
@@ -133,14 +133,7 @@ class Run:
         deadline, turn, outer_express = await self._begin()
         state: AgentState | None = None
         failure: BaseException | None = None
-        opening = Opening(
-            self.program,
-            self.threads,
-            self.keeper,
-            self.settings,
-            self.input_data,
-            self.nesting is not None,
-        )
+        opening = Opening(self.program, self.threads, self.keeper, self.settings, self.input_data)
         try:
             self.state = state = await opening.open(deadline)
             self.version = opening.version

@@ -43,10 +43,8 @@ class Opening:
         keeper: Keeper,
         settings: RunSettings,
         input_data: dict[str, Any] | None,
-        nested: bool = False,
     ) -> None:
         self.program = program
-        self.nested = nested  # a subgraph's run: it may start from its fields alone
         self.threads = threads
         self.keeper = keeper
         self.settings = settings
@@ -129,7 +127,8 @@ class Opening:
                 f"Nothing to resume: thread {thread_id!r} has no stored state (it is new). "
                 "Send {'messages': [...]} to start a run"
             )
-        if version is None and not messages and not self.nested:
+        # (a subgraph's run may start from its fields alone)
+        if version is None and not messages and not self.settings.nested:
             raise ValueError(
                 "Input data must contain 'messages' for new execution: this thread "
                 f"({thread_id!r}) has no stored state, so the run needs at least one message, "

@@ -130,6 +130,7 @@ class RunSettings:
     multitask_strategy: str = "reject"
     enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
     max_concurrency: int | None = None  # nodes of one step at once (None: all)
+    nested: bool = False  # the run of a subgraph node, inside its parent's step
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:

@@ -201,6 +201,7 @@ class _ChildRun:
         # a child left held by a process that died is waited for, as long as a run waits
         config.update(thread_id=self.thread_id, multitask_strategy="enqueue")
         settings = RunSettings.from_config(config, bool(parent.want))
+        settings.nested = True
         chunks = parent.chunks
         nesting = Nesting((*chunks.namespace, self.scope.name), chunks.thread_id, chunks.run_id)
         return Run(
