@@ -43,8 +43,10 @@ class Scheduler:
             if out is None or out.goto is None:  # one node's edges and conditions decide
                 led_to = await self.targets(state, names[0])
                 following = [t for t in led_to if t != END]
-                if len(following) <= 1 and all(type(t) is str for t in following):
-                    return [nodes[t] for t in following]  # type: ignore[index]
+                if not following:
+                    return []
+                if len(following) == 1 and type(following[0]) is str:  # not a Send
+                    return [nodes[following[0]]]
         pending = set(self.deferred)
         sends: list[Send] = []
         for name, out in zip(names, outputs, strict=True):
