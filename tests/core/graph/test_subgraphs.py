@@ -411,6 +411,42 @@ async def test_the_tool_ledger_works_inside_the_child(store: BaseCheckpointer) -
     assert tool_pairs_intact(done["state"].context)
 
 
+async def test_the_tool_ledger_works_in_children_run_by_send() -> None:
+    """Two sent children with tools; one pauses in a tool. On resume the child that finished
+    is not run again and the paused one replays its finished call from its ledger."""
+    ran: Counter[str] = Counter()
+
+    def lookup(q: str) -> str:
+        """Look something up."""
+        ran[f"lookup {q}"] += 1
+        return f"found {q}"
+
+    def approve() -> str:
+        """Ask a person."""
+        ran["approve"] += 1
+        return f"approved: {interrupt('ok?')}"
+
+    def agent(state: Lab) -> Message:
+        calls = [tool_call("lookup", f"{state.topic}1", q=state.topic)]
+        if state.topic == "b":
+            calls.append(tool_call("approve", "b2"))
+        return asking(*calls)
+
+    child = chain(("agent", agent), ("tools", ToolNode([lookup, approve])), state=Lab)
+    app = fan_out(child.compile(name="tooly"), [{"topic": "a"}, {"topic": "b"}])
+    config = thread()
+    paused = await app.ainvoke(inp("hi"), config)
+    assert paused["interrupt"]["key"] == "node:research[1]:0"
+    done = await app.ainvoke({"resume": "sure"}, config, response_granularity="full")
+    assert ran == Counter({"lookup a": 1, "lookup b": 1, "approve": 2})
+    answered = results(done["state"].context)
+    assert {k: v.output for k, v in answered.items()} == {
+        "a1": "found a",
+        "b1": "found b",
+        "b2": "approved: sure",
+    }
+
+
 RESUME_SCRIPT = """
 import asyncio, json, sys
 from collections import Counter
