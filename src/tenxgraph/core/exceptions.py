@@ -79,6 +79,14 @@ class GraphRecursionError(GraphError):
         )
 
 
+class BudgetExceededError(GraphError):
+    """A run's budget would be exceeded by the next model or tool call (with
+    `Budget(on_exceeded="error")`); nothing of the step that asked for it is stored.
+    `context`: the `limit`, its `max` and what the run had `spent`."""
+
+    default_code = "BUDGET_001"
+
+
 class UnreachableNodesWarning(UserWarning):
     """`compile()` found nodes no edge or condition leads to (code GRAPH_003). They still run
     when a node routes to them with `Command(goto=...)`; annotating that node's return type
@@ -201,6 +209,7 @@ class ModelRequestError(ModelError):
 
 
 __all__ = [
+    "BudgetExceededError",
     "GraphError",
     "GraphRecursionError",
     "GraphStopRequested",

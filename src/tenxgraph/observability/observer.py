@@ -21,7 +21,8 @@ from typing import Any
 from tenxgraph.core.exceptions import LeaseLostError, NodeError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
-from tenxgraph.core.state.execution_state import ExecutionState
+from tenxgraph.core.state.budget import SPENT_KEY, Meter
+from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.usage import Usage
 from tenxgraph.observability.hooks import Dispatch
@@ -60,6 +61,7 @@ class Observer:
         "counted",
         "graph",
         "hooks",
+        "meter",
         "run_id",
         "span",
         "started",
@@ -90,6 +92,7 @@ class Observer:
         self.started = 0.0
         self.span: Any = None
         self.context: Any = None  # the OpenTelemetry context with the run's span
+        self.meter: Meter | None = None  # the run's budget and spending, if it has a budget
         self._tallied = 0  # the calls that have gone into the thread's total so far
         self._base: Usage | None = None
 
@@ -108,10 +111,17 @@ class Observer:
         if self.hooks is not None:
             await self.hooks.emit(_events().RunStarted(self.run_id, self.thread_id, self.graph))
 
-    def resumed(self, paused: Any) -> None:
-        """This run continues one that paused (maybe in another process): link their spans."""
+    def resumed(self, internal: dict[str, Any]) -> None:
+        """This run continues one that paused (maybe in another process): link their spans,
+        and go on from what it had spent."""
+        paused = internal.get(TRACE_KEY)
         if self.span is not None and paused is not None:
             _tracing().link_to(self.span, paused)
+        spent = internal.get(SPENT_KEY)
+        if spent is not None:
+            if self.meter is None:  # only an Agent of it has a budget
+                self.meter = Meter(None)
+            self.meter.spending.restore(spent)
 
     async def run_finished(
         self, error: BaseException | None, interrupt: tuple[str, str] | None
@@ -176,6 +186,8 @@ class Observer:
     def tally(self, meta: ExecutionState) -> None:
         """Add what was spent since the last tally to the thread's running total (saved with
         the next checkpoint)."""
+        if self.meter is not None:
+            self.meter.keep(meta.internal_data, meta.status == ExecutionStatus.COMPLETED)
         usage = self.usage
         if usage.model_calls == self._tallied:  # the usual step: no model call
             return
@@ -199,7 +211,20 @@ class Observer:
         if answer.message_id not in self.counted:
             self.counted.add(answer.message_id)
             self.usage.add_call(answer.usages, cost)
+            if self.meter is not None:
+                tokens = answer.usages
+                spending = self.meter.spending
+                if tokens is None:
+                    spending.add_call(0, 0, cost)
+                else:
+                    spending.add_call(tokens.prompt_tokens, tokens.completion_tokens, cost)
         return cost
+
+    def metered(self) -> Meter:
+        """The run's meter, made for a node's own budget when the run has none."""
+        if self.meter is None:
+            self.meter = Meter(None)
+        return self.meter
 
     def count_answers(self, messages: Sequence[Message]) -> None:
         """Count answers a node made without a model call we saw (its own client, say)."""

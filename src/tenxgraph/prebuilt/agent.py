@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.settings import Tracing
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
@@ -84,10 +85,11 @@ class ReactAgent:
         name: str | None = None,
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
+        budget: Budget | dict[str, Any] | None = None,
     ) -> CompiledGraph:
         """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory;
         `name`, `hooks` and `tracing` say how its runs are observed (named ``"agent"``);
-        tools taking a `store` parameter get `store`."""
+        tools taking a `store` parameter get `store`; `budget` limits every run."""
         return self.graph.compile(
             checkpointer=checkpointer,
             interrupt_before=interrupt_before,
@@ -96,6 +98,7 @@ class ReactAgent:
             name=name or "agent",
             hooks=hooks,
             tracing=tracing,
+            budget=budget,
         )
 
 

@@ -21,7 +21,9 @@ from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
 from tenxgraph.core.llm.summary import RECORD, SUMMARY_NOTE
 from tenxgraph.core.redaction import get_logger, remember_settings
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
+from tenxgraph.observability.observer import current_observer
 
 logger = get_logger(__name__)
 
@@ -63,6 +65,7 @@ class Agent:
         retry_config: RetryConfig | bool | None = True,
         fallback_models: Iterable[FallbackModel] | None = None,
         output_type: str = "text",
+        budget: Budget | dict[str, Any] | None = None,
         **llm_kwargs: Any,
     ) -> None:
         if output_type != "text":
@@ -92,6 +95,7 @@ class Agent:
             tools_tags = [tools_tags]
         self.tools_tags = set(tools_tags) if tools_tags is not None else None
         self.output_schema = output_schema
+        self.budget = Budget.of(budget, "Agent(budget=...)")  # limits on this Agent's calls
         self.reasoning_config = reasoning_config
         self.retry_config = retry_config_from(retry_config)
         self.fallback_models = list(fallback_models or ())
@@ -284,12 +288,24 @@ class Agent:
         if self.extra_messages:
             messages.extend(self.extra_messages)
         tools = await self._tool_schemas() if self._tools is not None else []
+        settings = self.llm_kwargs
+        observer = current_observer.get()
+        if observer is not None and (observer.meter is not None or self.budget is not None):
+            gate = observer.metered().model_gate(self.budget)  # may end the run here
+            if gate is not None:
+                if not gate.tools:  # the last call: for a final answer
+                    tools = []
+                    messages.append(Message.text_message(gate.note or "", "system"))
+                if gate.max_tokens is not None:
+                    given = settings.get("max_tokens")
+                    cap = gate.max_tokens if given is None else min(given, gate.max_tokens)
+                    settings = {**settings, "max_tokens": cap}
         return ModelRequest(
             model=self._routes[0].model,
             messages=messages,
             tools=tools,
             output_schema=self.output_schema,
-            settings=self.llm_kwargs,
+            settings=settings,
         )
 
     async def _tool_schemas(self) -> list[dict[str, Any]]:

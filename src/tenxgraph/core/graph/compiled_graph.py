@@ -15,6 +15,7 @@ from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.subgraph import Compiled, Subgraph, child_thread_id
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
+from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.observability.hooks import Hook
@@ -55,6 +56,7 @@ class CompiledGraph:
         hooks: tuple[Hook, ...] = (),
         tracing: Tracing = DEFAULT_TRACING,
         store: BaseStore | None = None,
+        budget: Budget | None = None,
     ) -> None:
         state_type = type(state)
         self.name = name
@@ -70,6 +72,7 @@ class CompiledGraph:
             name,
             hooks,
             tracing,
+            budget,
         )
         self.context_manager = context_manager
         # every new thread starts from a copy of this: the given state, as it would come

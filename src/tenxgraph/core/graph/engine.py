@@ -42,6 +42,7 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.scheduler import Scheduler, recorded
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
+from tenxgraph.core.state.budget import BudgetSpent, Meter
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import seal_history
@@ -104,6 +105,10 @@ class Run:
         # where this run's tool calls record their results; none without a checkpointer
         ledger = None if checkpointer is None else ToolLedger(checkpointer, settings.thread_id)
         self.observer = observer = observer_of(program, settings)
+        if program.budget is not None:
+            observer.meter = Meter(program.budget.tightest(settings.budget))
+        elif settings.budget is not None:
+            observer.meter = Meter(settings.budget)
         self.nodes = NodeRunner(program, settings, guard, self.chunks, want, ledger, observer)
         self.scheduler = Scheduler(program, settings.node_config)
         # the running step: the state's bindings before it, its length of `context`, each
@@ -138,7 +143,7 @@ class Run:
             self.state = state = await opening.open(deadline)
             self.version = opening.version
             if opening.next_names is not None:  # continuing a paused run: link the two
-                self.observer.resumed(state.execution_meta.internal_data.get(TRACE_KEY))
+                self.observer.resumed(state.execution_meta.internal_data)
             async for chunk in self._started(opening.given, opening.replay):
                 yield chunk
             if opening.replay is not None:  # an answered turn sent again: its answer again
@@ -267,6 +272,9 @@ class Run:
         thread; handing out the conversation costs a list copy."""
         keep = self.program.checkpointer is not None and self.version is not None
         self.result = self._result(state, given, sealed=keep)
+        meter = self.observer.meter
+        if meter is not None and meter.spending.ended_by is not None:
+            self.result["budget"] = meter.report()
         if keep:
             self.threads.remember(self.settings.thread_id, self.version, state)
 
@@ -378,6 +386,10 @@ class Run:
                 yield chunk
         elif isinstance(exc, ParentCommand):
             await self._to_parent(state, frontier, exc)
+        elif isinstance(exc, BudgetSpent):  # nothing left to spend: the run ends here
+            await self._completed(state)
+            if self.want:
+                yield self.chunks.update("budget_spent", limit=exc.args[0])
         else:
             raise exc
 

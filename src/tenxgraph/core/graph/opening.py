@@ -21,6 +21,7 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.threads import Threads, log
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
+from tenxgraph.core.state.budget import ENDED_KEY, SPENT_KEY
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import all_stored
@@ -226,7 +227,7 @@ class Opening:
             self.next_names = list(internal["next"])
             self.deferred = list(internal.get("deferred") or ())
         else:  # a new run: the last one's bookkeeping must not steer it
-            for key in ("next", "deferred", "answers"):
+            for key in ("next", "deferred", "answers", SPENT_KEY, ENDED_KEY):
                 internal.pop(key, None)
         self.skip_breakpoint = meta.interrupt_reason == "interrupt_before"
 

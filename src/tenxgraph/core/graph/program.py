@@ -13,6 +13,7 @@ from tenxgraph.core.graph.node import NodeSpec
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.agent_state import Reducer
+from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.observability.hooks import Dispatch, Hook
 from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
@@ -39,6 +40,7 @@ class Program:
     hooks: tuple[Hook, ...] = ()
     dispatch: Dispatch | None = None  # `hooks`, sorted once
     tracing: Tracing = DEFAULT_TRACING
+    budget: Budget | None = None  # `compile(budget=...)`: every run's limits
 
     @classmethod
     def build(
@@ -52,6 +54,7 @@ class Program:
         name: str = "graph",
         hooks: tuple[Hook, ...] = (),
         tracing: Tracing = DEFAULT_TRACING,
+        budget: Budget | None = None,
     ) -> Program:
         reducers = dict(state_type.field_reducers())
         merge_messages = reducers.pop("context", add_messages)
@@ -70,6 +73,7 @@ class Program:
             hooks,
             Dispatch(hooks) if hooks else None,
             tracing,
+            budget,
         )
 
 

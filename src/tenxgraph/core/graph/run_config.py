@@ -9,9 +9,10 @@ not (run budgets), is refused: silently ignoring `max_tool_calls=3` would run 50
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from tenxgraph.core.state.budget import LIMITS, Budget
 from tenxgraph.core.state.message import generate_id
 from tenxgraph.core.state.stream_chunks import StreamEvent
 from tenxgraph.storage.checkpointer.thread_ids import valid_thread_id
@@ -42,6 +43,8 @@ KNOWN_CONFIG_KEYS = frozenset(
         "timestamp",
         "hooks",  # RunHooks told about this run, besides the graph's own
         "max_concurrency",  # nodes of one step running at once (Sends, parallel branches)
+        "budget",  # a Budget (or a dict of its fields) for this run
+        *LIMITS,  # its limits one by one
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
         # ToolNode
@@ -50,24 +53,17 @@ KNOWN_CONFIG_KEYS = frozenset(
     }
 )
 
-#: keys other frameworks read that tenxgraph does not (yet): a run must not pretend to obey
-_NOT_SUPPORTED = frozenset(
-    {
-        "max_tool_calls",
-        "max_model_calls",
-        "max_llm_calls",
-        "max_requests",
-        "max_turns",
-        "max_tokens",
-        "max_input_tokens",
-        "max_output_tokens",
-        "max_total_tokens",
-        "max_cost",
-        "usage_limits",
-        "budget",
-        "stream_mode",
-    }
-)
+#: keys other frameworks read that tenxgraph does not: a run must not pretend to obey them
+_NOT_SUPPORTED = {
+    "max_llm_calls": "max_model_calls",
+    "max_requests": "max_model_calls",
+    "max_turns": "max_model_calls",
+    "request_limit": "max_model_calls",
+    "max_tokens": "max_total_tokens or max_output_tokens (a run's budget; one answer's length "
+    "is a model setting)",
+    "usage_limits": "budget",
+    "stream_mode": None,
+}
 
 _UNSEEN = "?"
 _verdicts: dict[str, str | None] = {}  # key -> why it is refused (None: accepted)
@@ -95,10 +91,10 @@ def check_config_keys(config: dict[str, Any]) -> None:
 
 def _problem(key: str) -> str | None:
     if key in _NOT_SUPPORTED:
-        return (
-            "is not supported: tenxgraph has no such run limit, so it would be silently "
-            "ignored (the recursion limit is config['recursion_limit'])"
-        )
+        instead = _NOT_SUPPORTED[key]
+        if instead is None:
+            return "is not supported: it would be silently ignored"
+        return f"is not a key tenxgraph reads, so it would be silently ignored; use {instead}"
     import difflib  # only for a key tenxgraph does not know
 
     close = difflib.get_close_matches(key, KNOWN_CONFIG_KEYS, n=1, cutoff=0.8)
@@ -131,6 +127,7 @@ class RunSettings:
     enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
     max_concurrency: int | None = None  # nodes of one step at once (None: all)
     nested: bool = False  # the run of a subgraph node, inside its parent's step
+    budget: Budget | None = None  # this run's own limits (the graph's apply too)
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
@@ -168,6 +165,7 @@ class RunSettings:
                 "how many nodes of one step run at once"
             )
         check_config_keys(given)
+        budget = _budget_of(given)
         return cls(
             thread_id,
             run_id,
@@ -178,7 +176,18 @@ class RunSettings:
             strategy,
             wait,
             at_once,
+            budget=budget,
         )
+
+
+def _budget_of(config: dict[str, Any]) -> Budget | None:
+    """The run's budget from `config["budget"]` and the flat `max_...` keys."""
+    given = config.get("budget")
+    flat = {key: config[key] for key in LIMITS if key in config}
+    if given is None and not flat:
+        return None
+    budget = Budget.of(given, "config['budget']") or Budget()
+    return budget.tightest(replace(budget, **flat)) if flat else budget
 
 
 __all__ = [

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
-from tenxgraph.core.graph.node import NodeFunc, compile_node
+from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node
 from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.graph.subgraph import Subgraph
 from tenxgraph.core.state import AgentState
+from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.hooks import hooks_from
 from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
@@ -139,6 +140,7 @@ class StateGraph:
         name: str | None = None,
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
+        budget: Budget | dict[str, Any] | None = None,
     ) -> CompiledGraph:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
@@ -172,16 +174,7 @@ class StateGraph:
             name: compile_node(name, _bound(name, func, self.nodes, self.context_manager), i, store)
             for i, (name, func) in enumerate(self.nodes.items())
         }
-        routing = Routing.build(
-            list(self.nodes),
-            self.edges,
-            self._branches(),
-            [n for n, spec in specs.items() if spec.dynamic_goto],
-        )
-        reached = routing.reachable_from_start()
-        if not any(isinstance(specs[n].func, Subgraph) for n in reached):
-            # (a subgraph's nodes may route anywhere here: `Command.PARENT`)
-            _warn_unreachable([n for n in self.nodes if n not in reached])
+        routing = self._routing(specs)
         before = self._breakpoints(interrupt_before)
         after = self._breakpoints(interrupt_after)
         if checkpointer is None:
@@ -196,6 +189,7 @@ class StateGraph:
             name=name or "graph",
             hooks=tuple(hooks_from(hooks, "compile(hooks=...)")),
             tracing=_tracing(tracing),
+            budget=Budget.of(budget, "compile(budget=...)"),
             state=self.state,
             specs=specs,
             routing=routing,
@@ -205,6 +199,16 @@ class StateGraph:
             interrupt_after=after,
             store=store,
         )
+
+    def _routing(self, specs: dict[str, NodeSpec]) -> Routing:
+        """The edge tables; a warning naming the nodes nothing leads to."""
+        dynamic = [n for n, spec in specs.items() if spec.dynamic_goto]
+        routing = Routing.build(list(self.nodes), self.edges, self._branches(), dynamic)
+        reached = routing.reachable_from_start()
+        if not any(isinstance(specs[n].func, Subgraph) for n in reached):
+            # (a subgraph's nodes may route anywhere here: `Command.PARENT`)
+            _warn_unreachable([n for n in self.nodes if n not in reached])
+        return routing
 
     def _check_edges(self) -> None:
         """GRAPH_002 without an entry point, GRAPH_004 for an edge to or from no node."""
@@ -278,7 +282,7 @@ def _warn_unreachable(unreachable: list[str]) -> None:
                 "annotate its return type with Command (-> Command) to say so",
                 unreachable,
             ),
-            stacklevel=3,
+            stacklevel=4,  # the caller of compile(),
         )
 
 

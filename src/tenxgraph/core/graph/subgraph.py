@@ -33,6 +33,7 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
+from tenxgraph.core.state.budget import Meter
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus
 from tenxgraph.utils.command import ParentCommand
 from tenxgraph.utils.constants import ResponseGranularity
@@ -204,7 +205,7 @@ class _ChildRun:
         settings.nested = True
         chunks = parent.chunks
         nesting = Nesting((*chunks.namespace, self.scope.name), chunks.thread_id, chunks.run_id)
-        return Run(
+        run = Run(
             self.program,
             self.threads,
             input_data,
@@ -213,6 +214,13 @@ class _ChildRun:
             ResponseGranularity.FULL,
             nesting,
         )
+        meter = parent.observer.meter
+        if meter is not None:  # the parent's budget holds in the child: one spending
+            own = run.observer.meter
+            run.observer.meter = (
+                meter if own is None else Meter(meter.within(own.budget), meter.spending)
+            )
+        return run
 
     async def _forwarded(self, meta: ExecutionState) -> GraphInterrupt:
         """The child's pause as the parent's: an interrupt of this node, the child's

@@ -43,6 +43,7 @@ from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
 from tenxgraph.core.graph.tool_updates import brief, refused
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamEvent
+from tenxgraph.core.state.budget import Meter
 from tenxgraph.core.state.message_block import ToolResultBlock
 from tenxgraph.observability.observer import current_observer
 from tenxgraph.utils.command import Command
@@ -70,12 +71,23 @@ class _Step:
     answers: Mapping[str, Any]  # the answers to interrupts so far, by scope
     decisions: Mapping[str, Decision]  # approval decisions, by call id
     store: BaseStore | None = None  # the graph's long-term store, for tools taking `store`
+    meter: Meter | None = None  # the run's tool-call budget, when it has one
+    refused: frozenset[str] = frozenset()  # calls the budget had no room for
 
     @property
     def thread_id(self) -> str:
         if self.ledger is not None:
             return self.ledger.thread_id
         return str(self.config.get("thread_id") or "")
+
+
+def _over_budget(step: _Step) -> str:
+    budget = step.meter.budget if step.meter is not None else None
+    limit = budget.max_tool_calls if budget is not None else None
+    return (
+        f"Not run: this run's tool-call budget (max_tool_calls={limit}) is used up. Answer "
+        "with what you have."
+    )
 
 
 def _to_parent(done: list[Outcome]) -> Command:
@@ -206,6 +218,15 @@ class ToolNode:
         if self._gated:
             step.decisions, held, waiting = await self._decide(calls, step)
             calls = [c for c in calls if c.id not in held]
+        observer = current_observer.get()
+        meter = None if observer is None else observer.meter
+        if (
+            meter is not None
+            and meter.budget is not None
+            and meter.budget.max_tool_calls is not None
+        ):
+            step.meter = meter
+            step.refused = frozenset(meter.allot_tools(await self._to_run(calls, step)))
         outcomes: list[Outcome | None] = [None] * len(calls)
         async for event in self._run_all(calls, step, limit, outcomes):
             yield event
@@ -374,12 +395,37 @@ class ToolNode:
                     "is not run again", call.id, call.name, step.thread_id,
                 )  # fmt: skip
                 return replayed(found, type(step.state))
+        if call.id in step.refused:
+            return error_outcome(call, _over_budget(step))
         outcome = await self._execute(spec, call, kwargs, step)
+        if outcome.interrupt is not None and step.meter is not None:
+            step.meter.tool_paused()  # it runs again on resume, counted then
         if decision is not None:
             outcome.message.metadata["approval"] = _APPROVAL_WORDS[decision.kind]
         if outcome.interrupt is None and ledger is not None and asked is not None:
             return await record(outcome, call, ledger, asked, type(step.state))
         return outcome
+
+    async def _to_run(self, calls: list[ToolCall], step: _Step) -> list[str]:
+        """The ids of the calls that would run a tool (not failing before it, not rejected,
+        not replayed from the ledger), in the model's order: what a tool budget counts."""
+        ids = []
+        ledger, asked = step.ledger, step.asked
+        for call in calls:
+            decision = step.decisions.get(call.id) if step.decisions else None
+            spec = self._tools.get(call.name)
+            if call.error is not None or spec is None:
+                continue
+            if decision is not None and decision.kind == "reject":
+                continue
+            try:
+                spec.validate(call.args)
+            except ValidationError:
+                continue
+            if ledger is not None and asked is not None and await ledger.get(asked, call.id):
+                continue
+            ids.append(call.id)
+        return ids
 
     @staticmethod
     def _failed(call: ToolCall, exc: Exception, step: _Step) -> Outcome:
