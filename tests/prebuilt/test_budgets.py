@@ -282,3 +282,20 @@ async def test_a_new_turn_starts_with_nothing_spent() -> None:
     result = await full(app, config, inp("again"))
     assert [c["tools"] for c in model.calls] == [1, 0]
     assert result["budget"]["spent"]["model_calls"] == 2
+
+
+async def test_parallel_agents_cannot_all_take_the_last_model_calls() -> None:
+    """Four Agents in one step against max_model_calls=2: two calls are made, not four (a call
+    is counted when it is let through, before it answers); the run ends there, and the step
+    that could not finish is not stored."""
+    model = Model()
+    graph = StateGraph(AgentState)
+    for name in ("a", "b", "c", "d"):
+        graph.add_node(name, Agent(FunctionModel(model)))
+        graph.add_edge(START, name)
+    app = graph.compile(checkpointer=InMemoryCheckpointer())
+    config = {**thread(), "max_model_calls": 2}
+    result = await full(app, config)
+    assert len(model.calls) == 2
+    assert result["budget"]["ended_by"] == "max_model_calls"
+    assert roles(result["state"].context) == ["user"]

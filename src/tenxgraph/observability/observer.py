@@ -215,9 +215,9 @@ class Observer:
                 tokens = answer.usages
                 spending = self.meter.spending
                 if tokens is None:
-                    spending.add_call(0, 0, cost)
+                    spending.add_usage(0, 0, cost)
                 else:
-                    spending.add_call(tokens.prompt_tokens, tokens.completion_tokens, cost)
+                    spending.add_usage(tokens.prompt_tokens, tokens.completion_tokens, cost)
         return cost
 
     def metered(self) -> Meter:

@@ -166,8 +166,9 @@ class Spending:
         ]
         return None if not left else max(0, min(left))
 
-    def add_call(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        self.model_calls += 1
+    def add_usage(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
+        """What a model call's answer says it used (the call was counted when it was let
+        through: `Meter.model_gate`)."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cost += cost or 0.0
@@ -253,9 +254,13 @@ class Meter:
             spending.ended_by = final
             if not budget.final_answer:
                 raise BudgetSpent(final)
-            note = FINAL_NOTE.format(limit=final)
-            return Gate(False, note, spending.output_tokens_left(budget))
-        return Gate(max_tokens=spending.output_tokens_left(budget))
+        # counted now, not when it answers: calls made at the same time (parallel nodes)
+        # cannot all take the last one
+        spending.model_calls += 1
+        left = spending.output_tokens_left(budget)
+        if final is not None:
+            return Gate(False, FINAL_NOTE.format(limit=final), left)
+        return Gate(max_tokens=left)
 
     def allot_tools(self, wanted: list[str]) -> list[str]:
         """Of the tool calls `wanted` (ids, in the model's order), those the budget has no
