@@ -299,3 +299,45 @@ async def test_parallel_agents_cannot_all_take_the_last_model_calls() -> None:
     assert len(model.calls) == 2
     assert result["budget"]["ended_by"] == "max_model_calls"
     assert roles(result["state"].context) == ["user"]
+
+
+async def test_a_subgraphs_own_budget_limits_it_further() -> None:
+    model, tools = Model(), Lookups()
+    child = react(model, tools, budget=Budget(max_model_calls=2))
+    graph = StateGraph(AgentState)
+    graph.add_node("research", child)
+    graph.add_edge(START, "research")
+    graph.add_edge("research", END)
+    await graph.compile().ainvoke(inp("go"), {"max_model_calls": 5})
+    assert [c["tools"] for c in model.calls] == [1, 0]
+
+
+async def test_calls_replayed_from_the_ledger_are_not_counted_again() -> None:
+    """Two calls against max_tool_calls=2, the second pausing for a person: on resume the
+    first is replayed (not counted again) and the second runs; neither is refused."""
+    ran: list[str] = []
+
+    def lookup(q: str) -> str:
+        """Look something up."""
+        ran.append(q)
+        return f"found {q}"
+
+    def approve(q: str) -> str:
+        """Ask a person."""
+        ran.append(f"approve {q}")
+        return f"{q}: {interrupt('ok?')}"
+
+    def model(messages: list[Message], info: Any) -> Any:
+        if messages[-1].role == "user":
+            return [tool_call("lookup", "c1", q="a"), tool_call("approve", "c2", q="b")]
+        return "done"
+
+    app = ReactAgent(FunctionModel(model), [lookup, approve]).compile(
+        checkpointer=InMemoryCheckpointer(), budget=Budget(max_tool_calls=2)
+    )
+    config = thread()
+    await app.ainvoke(inp("go"), config)
+    result = await full(app, config, {"resume": "yes"})
+    assert ran == ["a", "approve b", "approve b"]  # c1 ran once; c2 again after the pause
+    assert not [m for m in result["state"].context if "budget" in m.text()]  # none refused
+    assert result["budget"]["spent"]["tool_calls"] == 2  # (so the last call had no tools)
