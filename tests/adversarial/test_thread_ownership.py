@@ -496,8 +496,8 @@ async def test_a_version_1_sqlite_database_is_migrated_and_its_threads_kept(tmp_
 @pytest.mark.parametrize(
     ("key", "says"),
     [
-        ("max_tool_calls", "not supported"),
-        ("max_cost", "not supported"),
+        ("max_turns", "use max_model_calls"),
+        ("stream_mode", "not supported"),
         ("recursion_limt", "did you mean 'recursion_limit'"),
         ("node_timout", "did you mean 'node_timeout'"),
     ],
