@@ -16,6 +16,7 @@ _LAZY: dict[str, str] = {
     "Agent": "tenxgraph.core.graph",
     "StateGraph": "tenxgraph.core.graph",
     "CompiledGraph": "tenxgraph.core.graph",
+    "RunResult": "tenxgraph.core.graph",
     "ToolNode": "tenxgraph.core.graph",
     "AgentState": "tenxgraph.core.state",
     "Message": "tenxgraph.core.state",
@@ -24,7 +25,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
+    from tenxgraph.core.graph import Agent, CompiledGraph, RunResult, StateGraph, ToolNode
     from tenxgraph.core.state import AgentState, Message
     from tenxgraph.utils.constants import END, START
 
@@ -43,6 +44,7 @@ __all__ = [
     "AgentState",
     "CompiledGraph",
     "Message",
+    "RunResult",
     "StateGraph",
     "ToolNode",
     "__version__",

@@ -9,7 +9,7 @@ import json
 import shlex
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.cli._console import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, CliError, Console, db_path
 from tenxgraph.cli._loading import load_target, to_app
@@ -19,6 +19,9 @@ from tenxgraph.core.state import Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from tenxgraph.storage.checkpointer.memory import DefaultCheckpointer
 from tenxgraph.utils.interrupt import pending_interrupt
+
+if TYPE_CHECKING:
+    from tenxgraph.core.graph import RunResult
 
 
 def graph_command(args: argparse.Namespace, console: Console) -> int:
@@ -119,7 +122,7 @@ def _final_text(messages: list[Message]) -> str:
     return ""
 
 
-def _pause_of(result: dict[str, Any]) -> dict[str, Any] | None:
+def _pause_of(result: RunResult) -> dict[str, Any] | None:
     paused = result.get("interrupted")
     if paused is None:
         return None

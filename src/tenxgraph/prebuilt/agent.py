@@ -4,9 +4,10 @@ edge. It is what you would write by hand; `tools_condition` is public for that."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
+from tenxgraph.core.graph.results import StateT
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
@@ -31,7 +32,7 @@ def tools_condition(state: AgentState) -> str:
     return END
 
 
-class ReactAgent:
+class ReactAgent(Generic[StateT]):
     """An agent that answers with the help of `tools`: the model is called, the tools it asks
     for run (in parallel, replay-safe), their results go back to the model, until it answers
     without a tool call.
@@ -42,7 +43,47 @@ class ReactAgent:
     client; `agent_options` go to the `Agent` (temperature, output_schema, fallback_models,
     ...). The nodes are named ``"agent"`` and ``"tools"``. `requires_approval` (True, or
     tool names) makes the run pause before those tools run, for a person to approve, edit or
-    reject each call (as `ToolNode(requires_approval=...)`)."""
+    reject each call (as `ToolNode(requires_approval=...)`). With `state=MyState` (or an
+    instance), `compile()` gives a `CompiledGraph[MyState]`."""
+
+    @overload
+    def __init__(
+        self: ReactAgent[AgentState],
+        model: Any,
+        tools: Iterable[Callable[..., Any]] | ToolNode,
+        system_prompt: str | list[Any] | None = None,
+        *,
+        state: None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        requires_approval: bool | Iterable[str] = False,
+        **agent_options: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        model: Any,
+        tools: Iterable[Callable[..., Any]] | ToolNode,
+        system_prompt: str | list[Any] | None = None,
+        *,
+        state: type[StateT],
+        context_manager: BaseContextManager[Any] | None = None,
+        requires_approval: bool | Iterable[str] = False,
+        **agent_options: Any,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        model: Any,
+        tools: Iterable[Callable[..., Any]] | ToolNode,
+        system_prompt: str | list[Any] | None = None,
+        *,
+        state: StateT,
+        context_manager: BaseContextManager[Any] | None = None,
+        requires_approval: bool | Iterable[str] = False,
+        **agent_options: Any,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -67,13 +108,14 @@ class ReactAgent:
         self.agent = Agent(
             model, system_prompt=system_prompt, tool_node=self.tool_node, **agent_options
         )
-        self.graph = StateGraph(state, context_manager=context_manager)
-        self.graph.add_node("agent", self.agent)
-        self.graph.add_node("tools", self.tool_node)
-        self.graph.add_edge(START, "agent")
+        graph = StateGraph(state, context_manager=context_manager)
+        self.graph: StateGraph[StateT] = graph  # type: ignore[assignment]  # (the overloads say)
+        graph.add_node("agent", self.agent)
+        graph.add_node("tools", self.tool_node)
+        graph.add_edge(START, "agent")
         routes: Mapping[str, str] = {"tools": "tools", END: END}
-        self.graph.add_conditional_edges("agent", tools_condition, routes)
-        self.graph.add_edge("tools", "agent")
+        graph.add_conditional_edges("agent", tools_condition, routes)
+        graph.add_edge("tools", "agent")
 
     def compile(
         self,
@@ -86,7 +128,7 @@ class ReactAgent:
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
         budget: Budget | dict[str, Any] | None = None,
-    ) -> CompiledGraph:
+    ) -> CompiledGraph[StateT]:
         """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory;
         `name`, `hooks` and `tracing` say how its runs are observed (named ``"agent"``);
         tools taking a `store` parameter get `store`; `budget` limits every run."""

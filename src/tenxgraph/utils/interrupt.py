@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +69,29 @@ current_scope: ContextVar[InterruptScope | None] = ContextVar(
 )
 
 
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+
+@overload
+def interrupt(
+    value: Any = None,
+    *,
+    message: str | None = None,
+    reason: str = "input_required",
+    response_schema: type[_ModelT],
+) -> _ModelT: ...
+
+
+@overload
+def interrupt(
+    value: Any = None,
+    *,
+    message: str | None = None,
+    reason: str = "input_required",
+    response_schema: dict[str, Any] | None = None,
+) -> Any: ...
+
+
 def interrupt(
     value: Any = None,
     *,
@@ -79,7 +102,9 @@ def interrupt(
     """Pause the run for input; on resume, return the answer.
 
     `value` (JSON-ready) and `message` tell the caller what is asked. With a pydantic
-    `response_schema`, the answer is validated into that model.
+    `response_schema`, the answer is validated into that model (and type checkers know it:
+    `interrupt(..., response_schema=Approval)` is an `Approval`); with a JSON schema dict or
+    none, it is the answer as given (`Any`).
     """
     scope = current_scope.get()
     if scope is None:

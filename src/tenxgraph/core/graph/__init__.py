@@ -12,6 +12,7 @@ from tenxgraph._lazy import lazy_getattr
 if TYPE_CHECKING:
     from tenxgraph.core.graph.agent import Agent
     from tenxgraph.core.graph.compiled_graph import CompiledGraph
+    from tenxgraph.core.graph.results import RunResult
     from tenxgraph.core.graph.state_graph import StateGraph
     from tenxgraph.core.graph.tool_node import ToolNode
     from tenxgraph.core.llm.retry import RetryConfig
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Agent": "tenxgraph.core.graph.agent",
     "CompiledGraph": "tenxgraph.core.graph.compiled_graph",
+    "RunResult": "tenxgraph.core.graph.results",
     "StateGraph": "tenxgraph.core.graph.state_graph",
     "ToolNode": "tenxgraph.core.graph.tool_node",
     "RetryConfig": "tenxgraph.core.llm.retry",
@@ -31,4 +33,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = ["Agent", "CompiledGraph", "RetryConfig", "StateGraph", "ToolNode"]
+__all__ = ["Agent", "CompiledGraph", "RetryConfig", "RunResult", "StateGraph", "ToolNode"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Self
 
 from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.program import Program
+from tenxgraph.core.graph.results import RunResult, StateT
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.subgraph import Compiled, Subgraph, child_thread_id
@@ -34,8 +35,13 @@ Input = dict[str, Any] | None
 Config = dict[str, Any] | None
 
 
-class CompiledGraph:
+class CompiledGraph(Generic[StateT]):
     """A validated graph, ready to run. Create it with `StateGraph.compile()`.
+
+    Generic in its state type: `StateGraph(MyState).compile()` is a `CompiledGraph[MyState]`,
+    whose `ainvoke` returns a `RunResult[MyState]` and `aget_state` a `MyState | None` (a bare
+    `CompiledGraph` is a `CompiledGraph[AgentState]`). Types only: nothing is checked or
+    converted at runtime.
 
     Everything a run needs (node call conventions, reducers, edge tables) was worked out at
     compile time. Each compiled graph owns its checkpointer and thread locks; nothing is
@@ -45,7 +51,7 @@ class CompiledGraph:
     def __init__(
         self,
         *,
-        state: AgentState,
+        state: StateT,
         specs: dict[str, NodeSpec],
         routing: Routing,
         checkpointer: BaseCheckpointer | None,
@@ -61,7 +67,7 @@ class CompiledGraph:
         state_type = type(state)
         self.name = name
         self._store = store
-        self.state_type: type[AgentState] = state_type
+        self.state_type: type[StateT] = state_type
         self._program = program = Program.build(
             state_type,
             specs,
@@ -124,7 +130,7 @@ class CompiledGraph:
         input_data: Input,
         config: Config = None,
         response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
-    ) -> dict[str, Any]:
+    ) -> RunResult[StateT]:
         """Run the graph to the end (or to a pause) and return the result."""
         run = self._run(input_data, config, response_granularity, streaming=False)
         async for _ in run.events():
@@ -147,7 +153,7 @@ class CompiledGraph:
         input_data: Input,
         config: Config = None,
         response_granularity: ResponseGranularity | str = ResponseGranularity.LOW,
-    ) -> dict[str, Any]:
+    ) -> RunResult[StateT]:
         """Sync `ainvoke`; safe to call where an event loop is already running."""
         return self._loop_thread.run(self.ainvoke, input_data, config, response_granularity)
 
@@ -164,7 +170,7 @@ class CompiledGraph:
 
     # -- state -----------------------------------------------------------------------------
 
-    async def aget_state(self, config: dict[str, Any]) -> AgentState | None:
+    async def aget_state(self, config: dict[str, Any]) -> StateT | None:
         """The thread's stored state, or None if there is none: your own copy, except for its
         messages, which are the thread's and sealed (`SealedError` on any change; change a
         `model_copy(deep=True)`). `config["checkpoint_version"]` reads an earlier version."""
@@ -173,7 +179,7 @@ class CompiledGraph:
         thread_id, version = thread_id_of(config), config.get("checkpoint_version")
         kept = await self._threads.current(thread_id, version)
         if kept is not None:  # still what the store holds: no need to read it
-            return handed_out(kept)
+            return handed_out(kept)  # type: ignore[return-value]  # this graph's state type
         snapshot = (
             await self.checkpointer.aload(thread_id, self.state_type, version)
             if version is not None
@@ -184,7 +190,7 @@ class CompiledGraph:
         seal_history(snapshot.state.context)  # as a warm thread's: the same rules either way
         return snapshot.state
 
-    def get_state(self, config: dict[str, Any]) -> AgentState | None:
+    def get_state(self, config: dict[str, Any]) -> StateT | None:
         return self._loop_thread.run(self.aget_state, config)
 
     async def aget_subgraph_state(
@@ -195,7 +201,7 @@ class CompiledGraph:
         `"name[i]"`) in the thread's current step: the child a paused run is paused in, or
         None when that node has no run in this step."""
         path = (namespace,) if isinstance(namespace, str) else tuple(namespace)
-        state = await self.aget_state(config)
+        state: AgentState | None = await self.aget_state(config)
         graph: Compiled = self
         thread_id = thread_id_of(config)
         for key in path:
@@ -328,7 +334,7 @@ class CompiledGraph:
 
         return graph_of(self._program.specs, self._program.routing)
 
-    def override_node(self, name: str, func: NodeFunc) -> CompiledGraph:
+    def override_node(self, name: str, func: NodeFunc) -> Self:
         """Replace a node's function (tests, mocks); edges stay as they are."""
         specs = self._program.specs
         if name not in specs:
@@ -345,7 +351,7 @@ class CompiledGraph:
         if self.checkpointer is not None:
             self._loop_thread.run(self.checkpointer.aclose)
 
-    async def __aenter__(self) -> CompiledGraph:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import GraphError, GraphRecursionError
 from tenxgraph.core.graph.chunks import Chunks
@@ -56,6 +56,9 @@ from tenxgraph.utils.command import ParentCommand
 from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
+if TYPE_CHECKING:
+    from tenxgraph.core.graph.results import RunResult
+
 _STOP_POLL_SECONDS = 0.05
 
 
@@ -82,7 +85,7 @@ class Run:
         self.settings = settings
         self.want = want
         self.granularity = granularity
-        self.result: dict[str, Any] = {}
+        self.result: RunResult[Any] = {}  # type: ignore[typeddict-item]  # set at the end
         self.produced: list[Message] = []
         self.guard = guard = Guard()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -273,8 +276,9 @@ class Run:
         keep = self.program.checkpointer is not None and self.version is not None
         self.result = self._result(state, given, sealed=keep)
         meter = self.observer.meter
-        if meter is not None and meter.spending.ended_by is not None:
-            self.result["budget"] = meter.report()
+        report = None if meter is None else meter.report()
+        if report is not None:  # a budget ended the run
+            self.result["budget"] = report
         if keep:
             self.threads.remember(self.settings.thread_id, self.version, state)
 
@@ -533,7 +537,7 @@ class Run:
         when a model's price is unknown); a turn answered again from the thread cost none."""
         return self.observer.usage.as_token_usage()
 
-    def _result(self, state: AgentState, inputs: list[Message], sealed: bool) -> dict[str, Any]:
+    def _result(self, state: AgentState, inputs: list[Message], sealed: bool) -> RunResult[Any]:
         last_user = next((m for m in reversed(inputs) if m.role == "user"), None)
         messages = [last_user] if last_user is not None else []
         messages += self.produced
@@ -543,7 +547,7 @@ class Run:
             if sealed:
                 for message in self.produced:
                     seal(message)
-            result: dict[str, Any] = {"messages": messages, "token_usage": usage}
+            result: RunResult[Any] = {"messages": messages, "token_usage": usage}
         elif granularity == ResponseGranularity.FULL:
             return {"state": handed_out(state) if sealed else state, "messages": messages,
                     "token_usage": usage}  # fmt: skip

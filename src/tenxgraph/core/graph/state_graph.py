@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, overload
 
 from tenxgraph.core.exceptions import GraphError, UnreachableNodesWarning
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node
+from tenxgraph.core.graph.results import StateT
 from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.graph.subgraph import Subgraph
 from tenxgraph.core.state import AgentState
@@ -26,9 +27,43 @@ if TYPE_CHECKING:
 _RESERVED_NAMES = (START, END)
 
 
-class StateGraph:
+class StateGraph(Generic[StateT]):
     """A graph of nodes over a state (`AgentState` or a subclass, or an instance of one whose
-    values start every new thread)."""
+    values start every new thread).
+
+    Generic in that state's type, for type checkers only: `StateGraph(MyState)` and
+    `StateGraph(MyState())` are a `StateGraph[MyState]`, `StateGraph()` a
+    `StateGraph[AgentState]`, and `compile()` gives a `CompiledGraph` of the same type."""
+
+    @overload
+    def __init__(
+        self: StateGraph[AgentState],
+        state: None = None,
+        context_manager: BaseContextManager[Any] | None = None,
+        publisher: Any = None,
+        id_generator: Any = None,
+        container: Any = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        state: type[StateT],
+        context_manager: BaseContextManager[Any] | None = None,
+        publisher: Any = None,
+        id_generator: Any = None,
+        container: Any = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        state: StateT,
+        context_manager: BaseContextManager[Any] | None = None,
+        publisher: Any = None,
+        id_generator: Any = None,
+        container: Any = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -55,7 +90,7 @@ class StateGraph:
                 "StateGraph(state=...) takes an AgentState subclass or instance, "
                 f"not {type(state).__name__}"
             )
-        self.state = state
+        self.state: StateT = state  # type: ignore[assignment]  # (the overloads say which)
         self.context_manager = context_manager
         self.nodes: dict[str, NodeFunc] = {}
         self.edges: list[tuple[str, str]] = []
@@ -64,7 +99,7 @@ class StateGraph:
 
     # -- building --------------------------------------------------------------------------
 
-    def add_node(self, name_or_func: str | NodeFunc, func: NodeFunc | None = None) -> StateGraph:
+    def add_node(self, name_or_func: str | NodeFunc, func: NodeFunc | None = None) -> Self:
         """`add_node(fn)` (named after the function) or `add_node("name", fn_or_node)`."""
         if isinstance(name_or_func, str):
             name = name_or_func
@@ -86,7 +121,7 @@ class StateGraph:
         self.nodes[name] = func
         return self
 
-    def add_edge(self, from_node: str, to_node: str) -> StateGraph:
+    def add_edge(self, from_node: str, to_node: str) -> Self:
         """Run `to_node` after `from_node`. Several edges out of one node run in parallel."""
         if from_node == END:
             raise ValueError("END has no outgoing edges")
@@ -102,7 +137,7 @@ class StateGraph:
         from_node: str,
         condition: Callable[..., Any],
         path_map: Mapping[Hashable, str] | Iterable[str] | None = None,
-    ) -> StateGraph:
+    ) -> Self:
         """After `from_node`, call `condition(state)` once; it returns a node name, END, or a
         list of names (through `path_map` if one is given)."""
         if from_node == END:
@@ -114,11 +149,11 @@ class StateGraph:
         self.branches.append((from_node, condition, path_map))
         return self
 
-    def set_entry_point(self, name: str) -> StateGraph:
+    def set_entry_point(self, name: str) -> Self:
         """Start runs at `name` (same as `add_edge(START, name)`)."""
         return self.add_edge(START, name)
 
-    def override_node(self, name: str, func: NodeFunc) -> StateGraph:
+    def override_node(self, name: str, func: NodeFunc) -> Self:
         """Replace the function of an existing node."""
         if name not in self.nodes:
             raise KeyError(f"No node named {name!r}; nodes are {sorted(self.nodes)}")
@@ -141,7 +176,7 @@ class StateGraph:
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
         budget: Budget | dict[str, Any] | None = None,
-    ) -> CompiledGraph:
+    ) -> CompiledGraph[StateT]:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
         (GRAPH_004), a node whose parameters cannot be filled (GRAPH_007). Nodes no edge or

@@ -50,9 +50,11 @@ class Compiled(Protocol):
     module: named by its shape, not imported back)."""
 
     name: str
-    state_type: type[AgentState]
     _program: Program
     _threads: Threads
+
+    @property
+    def state_type(self) -> type[AgentState]: ...  # (read-only: a graph's is its own)
 
 
 #: config keys of the parent's run that are not the child's
