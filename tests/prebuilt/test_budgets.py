@@ -17,7 +17,8 @@ from tenxgraph.core.exceptions import BudgetExceededError
 from tenxgraph.core.graph import Agent, StateGraph, ToolNode
 from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.state import AgentState, Message, TokenUsages
-from tenxgraph.core.state.budget import ENDED_KEY, SPENT_KEY, Budget
+from tenxgraph.core.state.budget import Budget
+from tenxgraph.core.state.spending import ENDED_KEY, SPENT_KEY
 from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from tenxgraph.utils import interrupt

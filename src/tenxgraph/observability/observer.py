@@ -21,9 +21,9 @@ from typing import Any
 from tenxgraph.core.exceptions import LeaseLostError, NodeError, StaleStateError, ThreadBusyError
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state.agent_state import AgentState
-from tenxgraph.core.state.budget import SPENT_KEY, Meter
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus
 from tenxgraph.core.state.message import Message
+from tenxgraph.core.state.spending import SPENT_KEY, Meter
 from tenxgraph.core.state.usage import Usage
 from tenxgraph.observability.hooks import Dispatch
 from tenxgraph.observability.settings import tracing_module as _tracing

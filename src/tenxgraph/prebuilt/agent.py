@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 from tenxgraph.core.graph import Agent, CompiledGraph, StateGraph, ToolNode
 from tenxgraph.core.graph.results import StateT
 from tenxgraph.core.state import AgentState
-from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.settings import Tracing
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
 
 if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.store.base import BaseStore
 
 

@@ -7,7 +7,7 @@ import copy
 import inspect
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,9 +21,11 @@ from tenxgraph.core.llm.retry import RetryConfig, retry_config_from
 from tenxgraph.core.llm.summary import RECORD, SUMMARY_NOTE
 from tenxgraph.core.redaction import get_logger, remember_settings
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.observer import current_observer
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
 
 logger = get_logger(__name__)
 
@@ -95,7 +97,7 @@ class Agent:
             tools_tags = [tools_tags]
         self.tools_tags = set(tools_tags) if tools_tags is not None else None
         self.output_schema = output_schema
-        self.budget = Budget.of(budget, "Agent(budget=...)")  # limits on this Agent's calls
+        self.budget = _budget(budget)  # limits on this Agent's calls
         self.reasoning_config = reasoning_config
         self.retry_config = retry_config_from(retry_config)
         self.fallback_models = list(fallback_models or ())
@@ -389,6 +391,15 @@ def _reasoning_settings(config: Mapping[str, Any] | bool | None) -> dict[str, An
     if "budget_tokens" in config:
         settings["thinking"] = {"type": "enabled", "budget_tokens": int(config["budget_tokens"])}
     return settings
+
+
+def _budget(value: Any) -> Budget | None:
+    """`Agent(budget=...)` as a `Budget` (its module imported only when one is given)."""
+    if value is None:
+        return None
+    from tenxgraph.core.state.budget import Budget
+
+    return Budget.of(value, "Agent(budget=...)")
 
 
 __all__ = ["Agent", "ToolSource"]

@@ -16,7 +16,6 @@ from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.subgraph import Compiled, Subgraph, child_thread_id
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
-from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.observability.hooks import Hook
@@ -28,6 +27,7 @@ from tenxgraph.utils.sync_bridge import SyncBridge
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
+    from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
     from tenxgraph.storage.store.base import BaseStore
 

@@ -42,11 +42,11 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.scheduler import Scheduler, recorded
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
-from tenxgraph.core.state.budget import BudgetSpent, Meter
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import seal_history
 from tenxgraph.core.state.sealed import seal
+from tenxgraph.core.state.spending import BudgetSpent, Meter
 from tenxgraph.observability.hooks import Dispatch, hooks_from
 from tenxgraph.observability.observer import TRACE_KEY, Observer, current_observer
 from tenxgraph.observability.settings import tracer_for

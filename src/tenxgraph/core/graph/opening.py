@@ -21,10 +21,10 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.threads import Threads, log
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
-from tenxgraph.core.state.budget import ENDED_KEY, SPENT_KEY
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import all_stored
+from tenxgraph.core.state.spending import ENDED_KEY, SPENT_KEY
 from tenxgraph.storage.checkpointer.lease import owner_is_dead, waited_error
 from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START

@@ -13,12 +13,12 @@ from tenxgraph.core.graph.node import NodeSpec
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.state import AgentState
 from tenxgraph.core.state.agent_state import Reducer
-from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.reducers import add_messages
 from tenxgraph.observability.hooks import Dispatch, Hook
 from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 
 if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 

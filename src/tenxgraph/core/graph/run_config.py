@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenxgraph.core.state.budget import LIMITS, Budget
 from tenxgraph.core.state.message import generate_id
+from tenxgraph.core.state.spending import LIMITS
 from tenxgraph.core.state.stream_chunks import StreamEvent
 from tenxgraph.storage.checkpointer.thread_ids import valid_thread_id
 from tenxgraph.utils.constants import (
@@ -23,6 +23,9 @@ from tenxgraph.utils.constants import (
     DEFAULT_RECURSION_LIMIT,
     ResponseGranularity,
 )
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
 
 #: what a run does when another run holds its thread (the names of LangGraph's server)
 MULTITASK_STRATEGIES = ("reject", "enqueue", "interrupt")
@@ -186,6 +189,8 @@ def _budget_of(config: dict[str, Any]) -> Budget | None:
     flat = {key: config[key] for key in LIMITS if key in config}
     if given is None and not flat:
         return None
+    from tenxgraph.core.state.budget import Budget
+
     budget = Budget.of(given, "config['budget']") or Budget()
     return budget.tightest(replace(budget, **flat)) if flat else budget
 

@@ -14,13 +14,13 @@ from tenxgraph.core.graph.results import StateT
 from tenxgraph.core.graph.routing import Branch, Routing
 from tenxgraph.core.graph.subgraph import Subgraph
 from tenxgraph.core.state import AgentState
-from tenxgraph.core.state.budget import Budget
 from tenxgraph.core.state.context_manager import BaseContextManager
 from tenxgraph.observability.hooks import hooks_from
 from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 from tenxgraph.utils.constants import END, START
 
 if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
     from tenxgraph.storage.store.base import BaseStore
 
@@ -224,7 +224,7 @@ class StateGraph(Generic[StateT]):
             name=name or "graph",
             hooks=tuple(hooks_from(hooks, "compile(hooks=...)")),
             tracing=_tracing(tracing),
-            budget=Budget.of(budget, "compile(budget=...)"),
+            budget=_budget(budget),
             state=self.state,
             specs=specs,
             routing=routing,
@@ -319,6 +319,15 @@ def _warn_unreachable(unreachable: list[str]) -> None:
             ),
             stacklevel=4,  # the caller of compile(),
         )
+
+
+def _budget(value: Any) -> Budget | None:
+    """`compile(budget=...)` as a `Budget` (its module imported only when one is given)."""
+    if value is None:
+        return None
+    from tenxgraph.core.state.budget import Budget
+
+    return Budget.of(value, "compile(budget=...)")
 
 
 __all__ = ["StateGraph"]

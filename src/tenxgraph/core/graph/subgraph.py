@@ -33,8 +33,8 @@ from tenxgraph.core.graph.run_config import RunSettings
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
-from tenxgraph.core.state.budget import Meter
 from tenxgraph.core.state.execution_state import ExecutionState, ExecutionStatus
+from tenxgraph.core.state.spending import Meter
 from tenxgraph.utils.command import ParentCommand
 from tenxgraph.utils.constants import ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, InterruptScope, current_scope

@@ -43,8 +43,8 @@ from tenxgraph.core.graph.tool_spec import ToolSpec, tool_spec
 from tenxgraph.core.graph.tool_updates import brief, refused
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message, StreamEvent
-from tenxgraph.core.state.budget import Meter
 from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.core.state.spending import Meter
 from tenxgraph.observability.observer import current_observer
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.constants import DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT_SECONDS

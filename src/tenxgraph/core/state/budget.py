@@ -3,9 +3,8 @@
 A `Budget` is set on `compile(budget=...)`, on an `Agent(budget=...)` (its calls only), or per
 run in `config` (`config["budget"]`, or the flat keys `max_model_calls`, `max_tool_calls`,
 `max_input_tokens`, `max_output_tokens`, `max_total_tokens`, `max_cost`); where several are
-set, the smallest limit of each kind holds. `Spending` is what a run has spent so far: shared
-with the subgraphs it runs, saved with the thread at every step, so a run paused here and
-resumed in another process goes on from what it had spent.
+set, the smallest limit of each kind holds. What a run spends against it is kept by the
+engine (`tenxgraph.core.state.spending`).
 """
 
 from __future__ import annotations
@@ -15,30 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from tenxgraph.core.exceptions import BudgetExceededError
-
-#: the limits, in the order they are checked and reported
-LIMITS = (
-    "max_model_calls",
-    "max_tool_calls",
-    "max_input_tokens",
-    "max_output_tokens",
-    "max_total_tokens",
-    "max_cost",
-)
-#: the thread's record of what the run in progress has spent (`execution_meta.internal_data`)
-SPENT_KEY = "spent"
-#: the thread's record of the budget that ended its last run
-ENDED_KEY = "budget_ended"
-
-FINAL_NOTE = (
-    "This run's {limit} budget is reached: no more tools can be called. Answer the user now, "
-    "as well as you can with what you have."
-)
-
-
-class BudgetSpent(BaseException):
-    """Raised where a run with `Budget(on_exceeded="finish")` can spend no more: the run ends
-    there, completed, the step that asked for more left undone."""
+from tenxgraph.core.state.spending import LIMITS, Spending
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,216 +86,9 @@ class Budget:
         return {name: getattr(self, name) for name in LIMITS if getattr(self, name) is not None}
 
 
-@dataclass(slots=True)
-class Spending:
-    """What a run has spent so far, against its budget."""
-
-    model_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    ended_by: str | None = None  # the limit that ended the run, once one has
-
-    def spent(self, limit: str) -> float:
-        """What `limit` counts: calls, tokens or dollars."""
-        if limit == "max_model_calls":
-            return self.model_calls
-        if limit == "max_tool_calls":
-            return self.tool_calls
-        if limit == "max_input_tokens":
-            return self.input_tokens
-        if limit == "max_output_tokens":
-            return self.output_tokens
-        if limit == "max_total_tokens":
-            return self.input_tokens + self.output_tokens
-        return self.cost
-
-    def used_up(self, budget: Budget, *, tools: bool = False) -> str | None:
-        """The first limit of `budget` with nothing left for a model call (`tools`: for a
-        tool call), or None."""
-        for name in LIMITS:
-            limit = getattr(budget, name)
-            if limit is None or (name == "max_tool_calls") != tools:
-                continue
-            if self.spent(name) >= limit:
-                return name
-        return None
-
-    def model_calls_left(self, budget: Budget) -> int | None:
-        limit = budget.max_model_calls
-        return None if limit is None else max(0, limit - self.model_calls)
-
-    def tool_calls_left(self, budget: Budget) -> int | None:
-        limit = budget.max_tool_calls
-        return None if limit is None else max(0, limit - self.tool_calls)
-
-    def output_tokens_left(self, budget: Budget) -> int | None:
-        """The most output tokens the next call may produce, by the token limits."""
-        left = [
-            limit - spent
-            for limit, spent in (
-                (budget.max_output_tokens, self.output_tokens),
-                (budget.max_total_tokens, self.input_tokens + self.output_tokens),
-            )
-            if limit is not None
-        ]
-        return None if not left else max(0, min(left))
-
-    def add_usage(self, input_tokens: int, output_tokens: int, cost: float | None) -> None:
-        """What a model call's answer says it used (the call was counted when it was let
-        through: `Meter.model_gate`)."""
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.cost += cost or 0.0
-
-    def dump(self) -> dict[str, Any]:
-        """As the thread keeps it (JSON)."""
-        return {
-            "model_calls": self.model_calls,
-            "tool_calls": self.tool_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost": self.cost,
-        }
-
-    def restore(self, saved: Any) -> None:
-        """Go on from what a paused or interrupted run had spent (as `dump` wrote it)."""
-        if not isinstance(saved, dict):
-            return
-        for name in ("model_calls", "tool_calls", "input_tokens", "output_tokens"):
-            value = saved.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, name, value)
-        cost = saved.get("cost")
-        if isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost):
-            self.cost = float(cost)
-
-    def report(self, budget: Budget) -> dict[str, Any]:
-        """`result["budget"]`: the limit that ended the run, the limits and what was spent."""
-        return {"ended_by": self.ended_by, "limits": budget.limits(), "spent": self.dump()}
+def budget_of(value: Any, where: str) -> Budget | None:
+    """A `Budget` from a `Budget`, a dict of its fields, or None."""
+    return Budget.of(value, where)
 
 
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """How the next model call may go: with tools or not (a final answer, asked for with
-    `note`), and the most output tokens it may produce (None: as the Agent says)."""
-
-    tools: bool = True
-    note: str | None = None
-    max_tokens: int | None = None
-
-
-class Meter:
-    """A run's budget and what it has spent: asked before each model call and each step of
-    tool calls; shared by the run with the subgraphs it runs."""
-
-    __slots__ = ("budget", "spending")
-
-    def __init__(self, budget: Budget | None, spending: Spending | None = None) -> None:
-        self.budget = budget
-        self.spending = spending if spending is not None else Spending()
-
-    @property
-    def counts_tools(self) -> bool:
-        """Whether the run's budget limits tool calls."""
-        return self.budget is not None and self.budget.max_tool_calls is not None
-
-    def within(self, own: Budget | None) -> Budget | None:
-        """The limits that hold for a call: the run's and those of the node making it."""
-        if own is None:
-            return self.budget
-        return own if self.budget is None else self.budget.tightest(own)
-
-    def model_gate(self, own: Budget | None = None) -> Gate | None:
-        """Before a model call: None to go on as usual, a `Gate` saying how, or the end of
-        the run (`BudgetSpent`, or `BudgetExceededError` with `on_exceeded="error"`)."""
-        budget = self.within(own)
-        if budget is None:
-            return None
-        spending = self.spending
-        used = spending.used_up(budget)
-        if used is not None:
-            spending.ended_by = used
-            if budget.on_exceeded == "error":
-                raise exceeded_error(used, budget, spending, "the next model call")
-            raise BudgetSpent(used)
-        final = None
-        if budget.on_exceeded == "finish":
-            final = spending.used_up(budget, tools=True)
-            left = spending.model_calls_left(budget)
-            if final is None and left == 1:
-                final = "max_model_calls"  # the last call: for the answer, not for more tools
-        if final is not None:
-            spending.ended_by = final
-            if not budget.final_answer:
-                raise BudgetSpent(final)
-        # counted now, not when it answers: calls made at the same time (parallel nodes)
-        # cannot all take the last one
-        spending.model_calls += 1
-        left = spending.output_tokens_left(budget)
-        if final is not None:
-            return Gate(False, FINAL_NOTE.format(limit=final), left)
-        return Gate(max_tokens=left)
-
-    def allot_tools(self, wanted: list[str]) -> list[str]:
-        """Of the tool calls `wanted` (ids, in the model's order), those the budget has no
-        room for; the others are counted as spent now."""
-        budget = self.budget
-        left = None if budget is None else self.spending.tool_calls_left(budget)
-        if left is None:
-            return []
-        refused = wanted[left:]
-        if refused and budget is not None and budget.on_exceeded == "error":
-            raise exceeded_error("max_tool_calls", budget, self.spending, f"tool call(s) {refused}")
-        self.spending.tool_calls += len(wanted) - len(refused)
-        return refused
-
-    def tool_paused(self) -> None:
-        """A counted tool call paused (an `interrupt()`): it runs again, counted then."""
-        if self.counts_tools:
-            self.spending.tool_calls -= 1
-
-    def keep(self, internal: dict[str, Any], completed: bool) -> None:
-        """Write what the run has spent into the thread's state (saved with the step)."""
-        if completed:
-            internal.pop(SPENT_KEY, None)
-        else:
-            internal[SPENT_KEY] = self.spending.dump()
-        if self.spending.ended_by is not None:
-            internal[ENDED_KEY] = self.spending.ended_by
-
-    def report(self) -> dict[str, Any] | None:
-        """`result["budget"]` when a limit ended the run."""
-        if self.spending.ended_by is None:
-            return None
-        budget = self.budget or Budget()
-        return self.spending.report(budget)
-
-
-def exceeded_error(
-    limit: str, budget: Budget, spending: Spending, what: str
-) -> BudgetExceededError:
-    value = getattr(budget, limit)
-    return BudgetExceededError(
-        f"The run's budget {limit}={value} would be exceeded ({spending.spent(limit):g} spent), "
-        f"so {what} did not go ahead. Raise the limit (compile(budget=...), "
-        "Agent(budget=...) or config), or use Budget(on_exceeded='finish') to end the run "
-        "with a final answer instead",
-        "BUDGET_001",
-        {"limit": limit, "max": value, "spent": spending.dump()},
-    )
-
-
-__all__ = [
-    "ENDED_KEY",
-    "FINAL_NOTE",
-    "LIMITS",
-    "SPENT_KEY",
-    "Budget",
-    "BudgetSpent",
-    "Gate",
-    "Meter",
-    "Spending",
-    "exceeded_error",
-]
+__all__ = ["Budget", "BudgetExceededError", "Spending", "budget_of"]
