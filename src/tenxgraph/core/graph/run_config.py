@@ -44,6 +44,9 @@ KNOWN_CONFIG_KEYS = frozenset(
         "max_concurrency",  # nodes of one step running at once (Sends, parallel branches)
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
+        # Agent: model settings for every Agent of the run, and per Agent node
+        "model_settings",
+        "model_settings_by_node",
         # ToolNode
         "max_parallel_tools",
         "tool_timeout",
