@@ -28,7 +28,7 @@ from tenxgraph.core.state import Message
 from tenxgraph.prebuilt import tools_condition
 from tenxgraph.utils.constants import START
 from tests.core.graph._support import inp, linear
-from tests.core.llm._support import USAGE_EVENT, event, sent, sse
+from tests.core.llm._support import USAGE_EVENT, completion, event, sent, sse
 from tests.providers.test_transcripts import KEY_ENVS, SECRET, Provider, providers
 
 VALID = {"city": "Oslo", "high": 4}
@@ -72,23 +72,7 @@ def openai_answer(data: dict[str, Any], stream: bool) -> httpx.Response:
             event({}, "stop"),
             USAGE_EVENT,
         )
-    return httpx.Response(
-        200,
-        json={
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
-        },
-    )
+    return httpx.Response(200, json=completion(text))
 
 
 ANTHROPIC_USAGE = {"input_tokens": 20, "output_tokens": 10}

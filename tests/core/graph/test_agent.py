@@ -26,32 +26,18 @@ from tenxgraph.core.state.message_block import ToolCallBlock
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import inp, linear
-from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, drain, event, sent, sse
+from tests.core.llm._support import (
+    OPENAI_URL,
+    USAGE_EVENT,
+    completion,
+    drain,
+    event,
+    sent,
+    sse,
+)
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-test-0123456789abcdef"
-
-
-def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": 12,
-            "completion_tokens": 5,
-            "total_tokens": 17,
-            "completion_tokens_details": {"reasoning_tokens": 2},
-        },
-    }
 
 
 def sse_text(*pieces: str) -> httpx.Response:
