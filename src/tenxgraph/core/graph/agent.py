@@ -389,7 +389,7 @@ class Agent:
         request = await self.build_request(state)
         config = config or {}
         layers: list[dict[str, Any]] = []
-        own = self.call_settings(state, dict(config))
+        own = self.call_settings(state, config if isinstance(config, dict) else dict(config))
         if inspect.isawaitable(own):
             own = await own
         if own:
