@@ -90,33 +90,9 @@ class Agent:
         model_settings: Mapping[str, Any] | SettingsFunction | None = None,
         **llm_kwargs: Any,
     ) -> None:
-        if inspect.isclass(output_type) and issubclass(output_type, BaseModel):
-            if output_schema is not None and output_schema is not output_type:
-                raise ValueError(
-                    f"output_type={output_type.__name__} and output_schema="
-                    f"{getattr(output_schema, '__name__', output_schema)} differ: give one"
-                )
-            output_schema = output_type
-        elif output_type != "text":
-            raise ValueError(
-                f"output_type={output_type!r} is not supported: an Agent answers with messages "
-                "(text, tool calls, reasoning), or with a pydantic model class for structured "
-                "output"
-            )
-        if output_mode not in structured.OUTPUT_MODES:
-            raise ValueError(
-                f"output_mode={output_mode!r} is not one of {list(structured.OUTPUT_MODES)}"
-            )
-        if not isinstance(output_retries, int) or output_retries < 0:
-            raise ValueError(f"output_retries must be an int >= 0, not {output_retries!r}")
-        defaults: dict[str, Any] = {}
-        if isinstance(model_settings, Mapping):
-            defaults = model_settings_.checked(model_settings, "model_settings")
-        elif model_settings is not None and not callable(model_settings):
-            raise TypeError(
-                "model_settings must be a dict or a function (state, config) -> dict, not "
-                f"{type(model_settings).__name__}"
-            )
+        output_schema = _output_schema(output_type, output_schema)
+        _check_output_options(output_mode, output_retries)
+        defaults = _default_settings(model_settings)
         if output_schema is not None and not (
             inspect.isclass(output_schema) and issubclass(output_schema, BaseModel)
         ):
@@ -523,6 +499,47 @@ class Agent:
                 "errors": structured.error_list(error),
             },
         )
+
+
+def _output_schema(
+    output_type: str | type[BaseModel], output_schema: type[BaseModel] | None
+) -> type[BaseModel] | None:
+    """The output schema `output_type` and `output_schema` give together."""
+    if inspect.isclass(output_type) and issubclass(output_type, BaseModel):
+        if output_schema is not None and output_schema is not output_type:
+            raise ValueError(
+                f"output_type={output_type.__name__} and output_schema="
+                f"{getattr(output_schema, '__name__', output_schema)} differ: give one"
+            )
+        return output_type
+    if output_type != "text":
+        raise ValueError(
+            f"output_type={output_type!r} is not supported: an Agent answers with messages "
+            "(text, tool calls, reasoning), or with a pydantic model class for structured "
+            "output"
+        )
+    return output_schema
+
+
+def _check_output_options(output_mode: str, output_retries: int) -> None:
+    if output_mode not in structured.OUTPUT_MODES:
+        raise ValueError(
+            f"output_mode={output_mode!r} is not one of {list(structured.OUTPUT_MODES)}"
+        )
+    if not isinstance(output_retries, int) or output_retries < 0:
+        raise ValueError(f"output_retries must be an int >= 0, not {output_retries!r}")
+
+
+def _default_settings(given: Mapping[str, Any] | SettingsFunction | None) -> dict[str, Any]:
+    """The settings of `Agent(model_settings=...)` when it is a dict (checked)."""
+    if isinstance(given, Mapping):
+        return model_settings_.checked(given, "model_settings")
+    if given is not None and not callable(given):
+        raise TypeError(
+            "model_settings must be a dict or a function (state, config) -> dict, not "
+            f"{type(given).__name__}"
+        )
+    return {}
 
 
 def _system_blocks(
