@@ -75,7 +75,7 @@ class Agent:
         self,
         model: str | ModelClient,
         *,
-        system_prompt: str | Iterable[str | Mapping[str, Any]] | None = None,
+        system_prompt: str | Iterable[str | Mapping[str, Any] | TextBlock] | None = None,
         tool_node: str | ToolSource | None = None,
         extra_messages: Iterable[Message] | None = None,
         trim_context: bool = False,
