@@ -4,7 +4,9 @@
     python examples/structured_output.py openai/gpt-4o-mini   # a real model (needs OPENAI_API_KEY)
 
 The schema (a pydantic model) is sent to the model; the answer's JSON is validated into it and
-put in the message's `parsed_content`, ready to use as a typed object.
+put in the message's `parsed_content`, ready to use as a typed object. An answer that does
+not fit is sent back to the model with the validation errors (`output_retries`, default 1);
+if it still does not fit, `OutputValidationError` is raised.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tenxgraph import END, START, Agent, StateGraph
-from tenxgraph.core.exceptions import ModelAuthError
+from tenxgraph.core.exceptions import ModelAuthError, OutputValidationError
 from tenxgraph.core.llm import FunctionModel, ModelInfo
 from tenxgraph.core.state import Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
@@ -60,9 +62,8 @@ async def main() -> None:
     result = await app.ainvoke({"messages": [Message.text_message(text)]}, config)
     answer = result["messages"][-1]
     print("the model's text:", answer.text())
-    booking = answer.parsed_content
-    if not isinstance(booking, Booking):  # a real model may answer off-schema
-        raise SystemExit(f"the answer does not fit Booking: {answer.metadata.get('parse_error')}")
+    booking = answer.parsed_content  # an off-schema answer is corrected, or raises
+    assert isinstance(booking, Booking)
     print(f"parsed_content:   {booking!r}")
     print(f"a typed object:   {booking.guests} guests for {booking.name} on {booking.day}")
 
@@ -76,5 +77,5 @@ async def main() -> None:
 if __name__ == "__main__":
     try:
         asyncio.run(main())
-    except ModelAuthError as exc:
+    except (ModelAuthError, OutputValidationError) as exc:
         raise SystemExit(str(exc)) from None

@@ -208,6 +208,24 @@ class ModelRequestError(ModelError):
     default_code = "MODEL_REQUEST_001"
 
 
+class OutputValidationError(GraphError):
+    """An Agent's final answer did not match its `output_schema`, also after the model was
+    shown the validation errors `output_retries` times. `raw_text` is the last answer's JSON
+    text (the output tool's arguments in tool mode); `errors` are pydantic's errors for it
+    (`ValidationError.errors()`, without URLs); `context` also has `schema`, `attempts`,
+    `model`."""
+
+    default_code = "OUTPUT_001"
+
+    @property
+    def raw_text(self) -> str:
+        return str(self.context.get("raw_text", ""))
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return list(self.context.get("errors") or [])
+
+
 __all__ = [
     "BudgetExceededError",
     "GraphError",
@@ -223,6 +241,7 @@ __all__ = [
     "ModelUnavailableError",
     "NodeError",
     "NodeTimeoutError",
+    "OutputValidationError",
     "ResourceNotFoundError",
     "SchemaVersionError",
     "SerializationError",

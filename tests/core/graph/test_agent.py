@@ -17,6 +17,7 @@ from tenxgraph.core.exceptions import (
     ModelAuthError,
     ModelRequestError,
     NodeTimeoutError,
+    OutputValidationError,
 )
 from tenxgraph.core.graph import Agent, StateGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo, RetryConfig
@@ -25,32 +26,18 @@ from tenxgraph.core.state.message_block import ToolCallBlock
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import inp, linear
-from tests.core.llm._support import OPENAI_URL, USAGE_EVENT, drain, event, sent, sse
+from tests.core.llm._support import (
+    OPENAI_URL,
+    USAGE_EVENT,
+    completion,
+    drain,
+    event,
+    sent,
+    sse,
+)
 
 ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
 KEY = "sk-test-0123456789abcdef"
-
-
-def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": 12,
-            "completion_tokens": 5,
-            "total_tokens": 17,
-            "completion_tokens_details": {"reasoning_tokens": 2},
-        },
-    }
 
 
 def sse_text(*pieces: str) -> httpx.Response:
@@ -328,11 +315,18 @@ async def test_output_schema_fills_parsed_content() -> None:
     assert recorder.info.output_schema is Forecast
 
 
-async def test_an_answer_that_does_not_match_the_schema_sets_parse_error() -> None:
-    agent = Agent(FunctionModel(Recorder("it will be sunny")), output_schema=Forecast)
-    answer = (await linear(("agent", agent)).ainvoke(inp("forecast?")))["messages"][-1]
-    assert answer.parsed_content is None
-    assert "Invalid JSON" in answer.metadata["parse_error"]
+async def test_an_answer_that_never_matches_the_schema_raises_after_one_correction() -> None:
+    recorder = Recorder("it will be sunny")
+    agent = Agent(FunctionModel(recorder), output_schema=Forecast)
+    with pytest.raises(OutputValidationError) as info:
+        await linear(("agent", agent)).ainvoke(inp("forecast?"))
+    assert info.value.error_code == "OUTPUT_001"
+    assert info.value.raw_text == "it will be sunny"
+    assert info.value.errors[0]["type"] == "json_invalid"
+    assert len(recorder.calls) == 2  # output_retries=1: one correction asked for
+    retry = recorder.calls[1][0]
+    assert [m.role for m in retry[-2:]] == ["assistant", "user"]
+    assert "Invalid JSON" in retry[-1].text()
 
 
 async def test_output_schema_under_astream_parses_the_final_message() -> None:

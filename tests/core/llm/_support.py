@@ -43,6 +43,29 @@ def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
+def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, Any]:
+    """A whole OpenAI chat completion answering `content`."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 12,
+            "completion_tokens": 5,
+            "total_tokens": 17,
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    }
+
+
 USAGE_EVENT = {
     "id": "chatcmpl-s",
     "object": "chat.completion.chunk",

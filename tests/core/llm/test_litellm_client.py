@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import json
@@ -476,12 +477,15 @@ def test_litellm_is_imported_once_with_the_bundled_price_list_forced(
     network (and starts a retry thread); the variable must be set before the import."""
     finder = FakeLiteLLM()
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
+    monkeypatch.delenv("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", raising=False)
     monkeypatch.setattr(litellm_client, "_litellm", None)
     monkeypatch.delitem(sys.modules, "litellm", raising=False)
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     module = litellm_client.load_litellm()
     assert module.fake is True
     assert finder.cost_map_setting == ["True"]
+    # nor its list of Anthropic beta headers, fetched on a call (structured output)
+    assert os.environ["LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"] == "True"
     assert module.suppress_debug_info is True
     assert litellm_client.load_litellm() is module
     assert finder.cost_map_setting == ["True"]  # imported once
@@ -563,3 +567,36 @@ async def test_a_key_a_provider_echoes_is_gone_from_the_cause_a_traceback_prints
     assert "Incorrect API key provided" in printed
     assert KEY not in printed
     assert KEY not in repr(info.value.__cause__.args)  # type: ignore[union-attr]
+
+
+class Answer(BaseModel):
+    value: int
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "tools", "mode"),
+    [
+        ("openai/gpt-4o-mini", {}, False, "native"),
+        ("openai/gpt-4o-mini", {}, True, "native"),
+        ("gpt-3.5-turbo", {}, False, "tool"),  # functions, but no JSON schema format
+        ("anthropic/claude-sonnet-4-5", {}, False, "tool"),
+        ("anthropic/claude-sonnet-4-5", {"reasoning_effort": "low"}, False, "native"),
+        ("gemini/gemini-2.5-flash", {}, False, "native"),
+        ("gemini/gemini-2.5-flash", {}, True, "tool"),
+        ("openai/llama-3.1-8b-instruct", {"api_base": "http://127.0.0.1:8000/v1"}, False, "text"),
+    ],
+)
+def test_the_output_mode_auto_picks_per_model(
+    model: str, settings: dict[str, Any], tools: bool, mode: str
+) -> None:
+    asked = ModelRequest(
+        model=model,
+        messages=[Message.text_message("hi")],
+        tools=[WEATHER_TOOL] if tools else [],
+        output_schema=Answer,
+        settings=settings,
+    )
+    client = LiteLLMClient()
+    assert client.output_mode(asked) == mode
+    for given in ("native", "tool", "text"):
+        assert client.output_mode(dataclasses.replace(asked, output_mode=given)) == given

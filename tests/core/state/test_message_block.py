@@ -30,7 +30,7 @@ URL_MEDIA: dict[str, Any] = {"kind": "url", "url": "https://example.com/a.png"}
 
 # class, its `type` literal, minimal valid kwargs, the full set of fields
 BLOCKS: list[tuple[type[BaseModel], str, dict[str, Any], set[str]]] = [
-    (TextBlock, "text", {"text": "hi"}, {"type", "text", "annotations"}),
+    (TextBlock, "text", {"text": "hi"}, {"type", "text", "annotations", "cache_control"}),
     (ImageBlock, "image", {"media": URL_MEDIA}, {"type", "media", "alt_text", "bbox"}),
     (
         AudioBlock,

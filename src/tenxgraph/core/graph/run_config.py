@@ -50,6 +50,9 @@ KNOWN_CONFIG_KEYS = frozenset(
         *LIMITS,  # its limits one by one
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
+        # Agent: model settings for every Agent of the run, and per Agent node
+        "model_settings",
+        "model_settings_by_node",
         # ToolNode
         "max_parallel_tools",
         "tool_timeout",
@@ -73,9 +76,12 @@ _verdicts: dict[str, str | None] = {}  # key -> why it is refused (None: accepte
 
 
 def check_config_keys(config: dict[str, Any]) -> None:
-    """Refuse misspelt runtime keys and keys of features tenxgraph does not have."""
+    """Refuse misspelt runtime keys and keys of features tenxgraph does not have, and model
+    settings with unknown names (before any node runs)."""
     for key in config:
         if key in KNOWN_CONFIG_KEYS:
+            if key in _MODEL_SETTINGS_KEYS:
+                _check_model_settings(config)
             continue
         if not isinstance(key, str):
             raise ValueError(f"config keys must be strings, got {key!r}")
@@ -90,6 +96,27 @@ def check_config_keys(config: dict[str, Any]) -> None:
                 f"{sorted(KNOWN_CONFIG_KEYS)}; any other key is passed as is to nodes and tools "
                 "that take `config` (or put your own values under config['configurable'])"
             )
+
+
+_MODEL_SETTINGS_KEYS = frozenset({"model_settings", "model_settings_by_node"})
+
+
+def _check_model_settings(config: dict[str, Any]) -> None:
+    from tenxgraph.core.llm import settings
+
+    settings.checked(
+        config.get(settings.RUN_SETTINGS_KEY), f"config[{settings.RUN_SETTINGS_KEY!r}]"
+    )
+    by_node = config.get(settings.NODE_SETTINGS_KEY)
+    if by_node is None:
+        return
+    if not isinstance(by_node, dict):
+        raise TypeError(
+            f"config[{settings.NODE_SETTINGS_KEY!r}] must be a dict of node name -> model "
+            f"settings, not {type(by_node).__name__}"
+        )
+    for node, given in by_node.items():
+        settings.checked(given, f"config[{settings.NODE_SETTINGS_KEY!r}][{node!r}]")
 
 
 def _problem(key: str) -> str | None:

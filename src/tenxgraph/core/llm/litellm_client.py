@@ -18,6 +18,7 @@ from tenxgraph.core.exceptions import (
     ModelRequestError,
     ModelUnavailableError,
 )
+from tenxgraph.core.llm import structured
 from tenxgraph.core.llm.request import ModelRequest
 from tenxgraph.core.llm.retry import retry_after_seconds
 from tenxgraph.core.llm.wire_in import StreamAssembler, message_from_response
@@ -33,6 +34,9 @@ def load_litellm() -> ModuleType:
     global _litellm
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # likewise its list of Anthropic beta headers (fetched, synchronously, on the first
+        # Anthropic call that needs one, e.g. native structured output)
+        os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
         import litellm
 
         litellm.suppress_debug_info = True  # no "Give Feedback" banners on every error
@@ -63,6 +67,42 @@ class LiteLLMClient:
     def __init__(self) -> None:
         self._providers: dict[str, str] = {}
         self._keys_checked: set[str] = set()
+        self._capabilities: dict[str, tuple[bool, bool]] = {}
+
+    def output_mode(self, request: ModelRequest, provider: str | None = None) -> str:
+        """How `request`'s output schema is asked for when its mode is "auto", from litellm's
+        capability data for its model: "native" (a JSON-schema response format) when the
+        model supports it, else "tool" (a forced tool call) when it calls functions, else
+        "text". Two exceptions: Anthropic gets "tool" (its native mode is a beta, and the
+        forced tool call is its documented way) unless extended thinking is on (which
+        refuses a forced tool choice); Gemini gets "tool" when the Agent has tools (it
+        refuses a JSON response format together with function calling)."""
+        if request.output_mode != "auto":
+            return request.output_mode
+        model = request.model
+        if provider is None:
+            provider = self.provider(model, request.settings.get("api_base"))
+        found = self._capabilities.get(model)
+        if found is None:
+            litellm = load_litellm()
+            try:
+                found = (
+                    bool(litellm.supports_response_schema(model=model)),
+                    bool(litellm.supports_function_calling(model=model)),
+                )
+            except Exception:  # a model litellm has no data for
+                found = (False, False)
+            self._capabilities[model] = found
+        native, tools = found
+        settings = request.settings
+        thinking = bool(settings.get("thinking") or settings.get("reasoning_effort"))
+        if provider == "anthropic" and tools and not thinking:
+            return "tool"
+        if provider == "gemini" and request.tools and tools:
+            return "tool"
+        if native:
+            return "native"
+        return "tool" if tools and not (provider == "anthropic" and thinking) else "text"
 
     def provider(self, model: str, api_base: str | None = None) -> str:
         """The provider litellm routes `model` to (``openai``, ``anthropic``, ``gemini``...)."""
@@ -123,8 +163,20 @@ class LiteLLMClient:
         }
         if request.tools:
             kwargs["tools"] = request.tools
-        if request.output_schema is not None:
-            kwargs["response_format"] = request.output_schema
+        schema = request.output_schema
+        if schema is not None:
+            mode = self.output_mode(request, provider)
+            if mode == "native":
+                kwargs["response_format"] = schema
+            elif mode == "tool":
+                kwargs["tools"] = [*request.tools, structured.output_tool(schema)]
+                kwargs["tool_choice"] = structured.forced_tool_choice(schema, bool(request.tools))
+            elif mode == "text":
+                kwargs["messages"] = _with_instructions(
+                    kwargs["messages"], structured.text_instructions(schema)
+                )
+            else:
+                raise ValueError(f"output_mode must be one of {structured.OUTPUT_MODES}")
         if stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}
@@ -169,6 +221,15 @@ class LiteLLMClient:
         if not assembler.answered:
             raise no_choice_error(provider, request.model, streamed=True)
         yield assembler.finish()
+
+
+def _with_instructions(wire: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The wire messages with a system message holding `text` after the leading system
+    messages (the cached prefix of the prompt stays as it was)."""
+    at = 0
+    while at < len(wire) and wire[at].get("role") == "system":
+        at += 1
+    return [*wire[:at], {"role": "system", "content": text}, *wire[at:]]
 
 
 # settings other than `api_key` that authenticate a call (AWS, Azure AD, Vertex AI)

@@ -17,7 +17,10 @@ class ModelRequest:
 
     `messages` is the whole prompt as `Message`s (system prompts and the summary note first);
     `tools` are OpenAI-format function schemas; `settings` are passed to the provider as they
-    are (temperature, max_tokens, api_base, ...).
+    are (temperature, max_tokens, api_base, ...). With an `output_schema`, `output_mode` says
+    how it is asked for (`tenxgraph.core.llm.structured`): "native", "tool", "text", or
+    "auto" for the client to choose per model (a client that cannot choose treats it as
+    "native": it gets `output_schema` and answers as it can).
     """
 
     model: str
@@ -25,6 +28,7 @@ class ModelRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     output_schema: type[BaseModel] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    output_mode: str = "auto"
 
 
 @runtime_checkable

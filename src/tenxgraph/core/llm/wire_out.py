@@ -41,6 +41,7 @@ def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[s
         if (
             len(blocks) == 1
             and type(blocks[0]) is TextBlock
+            and blocks[0].cache_control is None
             and role != "tool"
             and not (role == "assistant" and fields["tools_calls"])
         ):  # the common case, a plain text turn: what the general path below gives
@@ -99,13 +100,13 @@ def _unanswered(call_ids: list[str]) -> list[dict[str, Any]]:
 def _content(message: Message) -> str | list[dict[str, Any]]:
     """A plain string for text-only content, else a list of OpenAI content parts."""
     blocks = message.content
-    texts = [b.text for b in blocks if isinstance(b, TextBlock)]
+    texts = [b.text for b in blocks if isinstance(b, TextBlock) and b.cache_control is None]
     if len(texts) == len(blocks):
         return "".join(texts)
     parts: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, TextBlock):
-            parts.append({"type": "text", "text": block.text})
+            parts.append(_text_part(block))
         elif isinstance(block, ImageBlock):
             parts.append({"type": "image_url", "image_url": {"url": _url(block.media)}})
         elif isinstance(block, DocumentBlock):
@@ -115,6 +116,13 @@ def _content(message: Message) -> str | list[dict[str, Any]]:
         elif isinstance(block, ToolResultBlock):
             parts.append({"type": "text", "text": _output_text(block.output)})
     return parts
+
+
+def _text_part(block: TextBlock) -> dict[str, Any]:
+    """One text content part; with its prompt-cache breakpoint when it has one."""
+    if block.cache_control is None:
+        return {"type": "text", "text": block.text}
+    return {"type": "text", "text": block.text, "cache_control": dict(block.cache_control)}
 
 
 def _url(media: MediaRef) -> str:
@@ -155,8 +163,11 @@ def _audio(media: MediaRef) -> dict[str, Any]:
 
 
 def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
-    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    texts = [b for b in message.content if isinstance(b, TextBlock)]
+    text = "".join(b.text for b in texts)
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if any(b.cache_control is not None for b in texts):  # parts, to keep the breakpoint
+        out["content"] = [_text_part(b) for b in texts]
     calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
     if calls:
         raw_args = _raw_arguments(message)

@@ -368,7 +368,7 @@ def copy_plain_text(message: Message) -> Message | None:
         return None
     blocks = []
     for block in fields["content"]:
-        if type(block) is not TextBlock or block.annotations:
+        if type(block) is not TextBlock or block.annotations or block.cache_control:
             return None
         blocks.append(_text_block(block.text, set(block.__pydantic_fields_set__)))
     copied = dict(fields)

@@ -72,6 +72,9 @@ class TextBlock(BaseModel):
     type: Literal["text"] = "text"
     text: str
     annotations: list[AnnotationRef] = Field(default_factory=list)
+    # a provider prompt-cache breakpoint after this block, e.g. ``{"type": "ephemeral"}``
+    # (Anthropic; litellm passes it on). Left out of dumps when unset.
+    cache_control: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ImageBlock(BaseModel):
