@@ -354,32 +354,9 @@ async def test_tool_mode_forced_on_openai(stream: bool) -> None:
             USAGE_EVENT,
         )
     else:
-        answer = httpx.Response(
-            200,
-            json={
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 1,
-                "model": "gpt-4o-mini",
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "tool_calls",
-                        "message": {
-                            "role": "assistant",
-                            "content": None,
-                            "tool_calls": [
-                                {
-                                    "id": "call_1",
-                                    "type": "function",
-                                    "function": {"name": "Forecast", "arguments": text},
-                                }
-                            ],
-                        },
-                    }
-                ],
-            },
-        )
+        call = {"id": "call_1", "type": "function"}
+        call["function"] = {"name": "Forecast", "arguments": text}
+        answer = httpx.Response(200, json=completion(None, tool_calls=[call]))
     with respx.mock(using="httpx") as mock:
         route = provider("openai").route(mock).mock(return_value=answer)
         final, deltas = await run(build_agent("openai", output_mode="tool"), stream)

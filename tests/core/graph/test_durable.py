@@ -12,7 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +23,7 @@ from tenxgraph.core.exceptions import NodeError, ThreadBusyError
 from tenxgraph.core.graph import CompiledGraph, StateGraph
 from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state.reducers import append_items
-from tenxgraph.storage.checkpointer import BaseCheckpointer, InMemoryCheckpointer
+from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests.core.graph._support import ai, chain, inp, texts, user
@@ -33,33 +33,6 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 # -- one checkpointer per backend ------------------------------------------------------------
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseCheckpointer]:
-    found: BaseCheckpointer
-    if request.param == "memory":
-        found = InMemoryCheckpointer()
-    elif request.param == "sqlite":
-        try:
-            from tenxgraph.storage.checkpointer import SqliteCheckpointer
-
-            found = SqliteCheckpointer(tmp_path / "t.db")
-            await found.asetup()
-        except Exception as exc:
-            pytest.skip(f"SqliteCheckpointer is not usable: {type(exc).__name__}: {exc}")
-    else:
-        dsn = os.environ.get(PG_DSN_VAR)
-        if not dsn:
-            pytest.skip(f"{PG_DSN_VAR} is not set: PostgreSQL tests need a server")
-        from tenxgraph.storage.checkpointer import PgCheckpointer
-
-        found = PgCheckpointer(dsn, max_size=4)
-        await found.asetup()
-    try:
-        yield found
-    finally:
-        await found.aclose()
 
 
 @pytest.fixture

@@ -146,27 +146,6 @@ def once_each(messages: list[Message]) -> bool:
     return len(set(ids)) == len(ids)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BaseCheckpointer]:
-    found: BaseCheckpointer
-    if request.param == "memory":
-        found = InMemoryCheckpointer()
-    elif request.param == "sqlite":
-        found = SqliteCheckpointer(tmp_path / "t.db")
-    else:
-        dsn = os.environ.get(PG_DSN_VAR)
-        if not dsn:
-            pytest.skip(f"{PG_DSN_VAR} is not set: PostgreSQL tests need a server")
-        from tenxgraph.storage.checkpointer import PgCheckpointer
-
-        found = PgCheckpointer(dsn, max_size=4)
-    await found.asetup()
-    try:
-        yield found
-    finally:
-        await found.aclose()
-
-
 # -- input and output ------------------------------------------------------------------------
 
 

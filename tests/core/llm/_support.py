@@ -43,8 +43,19 @@ def event(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
-def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, Any]:
-    """A whole OpenAI chat completion answering `content`."""
+def completion(
+    content: str | None = "Hello",
+    model: str = "gpt-4o-mini",
+    *,
+    cached: int | None = None,
+    **message: Any,
+) -> dict[str, Any]:
+    """A whole OpenAI chat completion answering `content` (and `message`'s other fields, such
+    as `tool_calls`); `cached` prompt tokens reported when given."""
+    usage: dict[str, Any] = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    usage["completion_tokens_details"] = {"reasoning_tokens": 2}
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -53,16 +64,11 @@ def completion(content: str = "Hello", model: str = "gpt-4o-mini") -> dict[str, 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content, **message},
+                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
             }
         ],
-        "usage": {
-            "prompt_tokens": 12,
-            "completion_tokens": 5,
-            "total_tokens": 17,
-            "completion_tokens_details": {"reasoning_tokens": 2},
-        },
+        "usage": usage,
     }
 
 

@@ -34,6 +34,7 @@ from tenxgraph.core.llm.retry import is_retryable
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import ToolCallBlock
 from tests.core.llm._support import USAGE_EVENT, drain, event, sent, sse
+from tests.core.llm._support import completion as support_completion
 
 KEY = "sk-test-0123456789abcdef"
 MODEL = "openai/gpt-4o-mini"
@@ -53,26 +54,7 @@ WEATHER_TOOL = {
 
 
 def completion(content: str | None = "Hello", **message: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4o-mini",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, **message},
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": 12,
-            "completion_tokens": 5,
-            "total_tokens": 17,
-            "prompt_tokens_details": {"cached_tokens": 8},
-            "completion_tokens_details": {"reasoning_tokens": 2},
-        },
-    }
+    return support_completion(content, cached=8, **message)
 
 
 def request(**settings: Any) -> ModelRequest:
