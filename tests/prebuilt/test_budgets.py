@@ -24,7 +24,7 @@ from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpoin
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
 from tests._helpers import roles, thread, tool_call
-from tests.core.graph._support import inp
+from tests.core.graph._support import chain, inp
 
 
 class Model:
@@ -218,15 +218,10 @@ async def test_the_smallest_limit_of_compile_agent_and_config_holds() -> None:
 async def test_a_subgraph_spends_from_its_parents_budget() -> None:
     model, tools = Model(), Lookups()
     child = react(model, tools)
-    graph = StateGraph(AgentState)
-    graph.add_node("research", child)
-    graph.add_node("again", child)
-    graph.add_edge(START, "research")
-    graph.add_edge("research", "again")
-    graph.add_edge("again", END)
-    result = await full(graph.compile(), {"max_model_calls": 3})
-    # research: a call with tools, then the last... of the parent's three: with tools, with
-    # tools, then without; the second subgraph run finds nothing left and ends the run
+    app = chain(("research", child), ("again", child), state=AgentState).compile()
+    result = await full(app, {"max_model_calls": 3})
+    # the parent's three calls: the first subgraph run makes them all (the last without
+    # tools); the second finds none left, and the run ends there
     assert [c["tools"] for c in model.calls] == [1, 1, 0]
     assert result["budget"]["spent"]["model_calls"] == 3
 

@@ -16,12 +16,11 @@ import pytest
 import respx
 
 from tenxgraph.core.exceptions import NodeError
-from tenxgraph.core.graph import Agent, StateGraph, ToolNode
+from tenxgraph.core.graph import Agent, ToolNode
 from tenxgraph.core.llm.settings import KNOWN_SETTINGS
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.message_block import TextBlock
-from tenxgraph.utils.constants import END, START
-from tests.core.graph._support import inp, linear
+from tests.core.graph._support import chain, inp, linear
 from tests.core.llm._support import completion, sent
 
 KEY = "sk-test-0123456789abcdef"
@@ -36,13 +35,7 @@ def answered(openai_api: respx.Route) -> respx.Route:
 
 
 def two_agents(a: Agent, b: Agent) -> Any:
-    graph = StateGraph()
-    graph.add_node("a", a)
-    graph.add_node("b", b)
-    graph.add_edge(START, "a")
-    graph.add_edge("a", "b")
-    graph.add_edge("b", END)
-    return graph.compile()
+    return chain(("a", a), ("b", b)).compile()
 
 
 async def test_run_settings_override_the_agents_for_every_agent_and_per_node(
