@@ -48,3 +48,25 @@ async def test_a_step_keeps_the_history_id_index() -> None:
     pre = dict(state.__dict__)
     assert view_changes(state, pre["context"], pre, 2, {}) == []
     assert state.context._index is not None  # type: ignore[attr-defined]
+
+
+async def test_a_finished_run_is_not_kept_alive_by_its_cancelled_timer() -> None:
+    # the run's one timer (node timeouts, lease beats) used to capture the run's context, and a
+    # cancelled timer stays in the loop's queue until it is due (15 minutes for the default
+    # node timeout): every run stayed alive that long, and each collection walked them all
+    import gc
+
+    from tenxgraph.core.graph.engine import Run
+
+    async def node(state: AgentState) -> str:
+        return "ok"
+
+    graph = StateGraph(AgentState)
+    graph.add_node("node", node)
+    graph.add_edge(START, "node")
+    graph.add_edge("node", END)
+    app = graph.compile(checkpointer=False)
+    for _ in range(20):
+        await app.ainvoke({"messages": [Message.text_message("x")]})
+    gc.collect()
+    assert [o for o in gc.get_objects() if type(o) is Run] == []

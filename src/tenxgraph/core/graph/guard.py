@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextvars import Context
 from typing import Any
 
 from tenxgraph.core.exceptions import GraphError, NodeError, NodeTimeoutError
@@ -17,7 +18,10 @@ class Guard:
     One timer serves the whole run: a node's start only moves the deadline, and a timer that
     fires before the running node's deadline sets itself again for it. The same timer beats
     for the run's lease (`keep_alive`). So a run of many steps schedules one timer, not one per
-    node or per purpose; `close` cancels it when the run ends."""
+    node or per purpose; `close` cancels it when the run ends. The timer runs in an empty
+    context of its own: a cancelled timer stays in the loop's queue until it is due (a node's
+    timeout: up to 15 minutes), and must not keep the run's context (the run, its state and
+    observer) alive until then."""
 
     __slots__ = (
         "armed",
@@ -53,7 +57,7 @@ class Guard:
         if handle is None or handle.when() > deadline:  # else it fires first and moves on
             if handle is not None:  # a beat due after this node's deadline
                 handle.cancel()
-            self.handle = loop.call_at(deadline, self._expire)
+            self.handle = loop.call_at(deadline, self._expire, context=Context())
 
     def keep_alive(self, every: float, beat: Callable[[], None]) -> None:
         """Call `beat` every `every` seconds until `stop_beating` or `close`."""
@@ -61,7 +65,7 @@ class Guard:
         self.beat, self.beat_every = beat, every
         self.beat_at = loop.time() + every
         if self.handle is None:
-            self.handle = loop.call_at(self.beat_at, self._expire)
+            self.handle = loop.call_at(self.beat_at, self._expire, context=Context())
 
     def stop_beating(self) -> None:
         # a timer already set finds nothing due and moves on; dropping `beat` (a bound method
@@ -84,7 +88,7 @@ class Guard:
                 self.task.cancel()
         due = [t for t in (deadline, beat_at) if t is not None]
         if due:  # the next thing to happen: a node's deadline or a beat
-            self.handle = loop.call_at(min(due), self._expire)
+            self.handle = loop.call_at(min(due), self._expire, context=Context())
 
     def stop(self) -> None:
         self.stopping = True
