@@ -8,9 +8,14 @@ default, so fetches from it pass `allow_hosts=["127.0.0.1"]`; names are resolved
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
+import functools
 import ipaddress
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -109,8 +114,9 @@ ROUTES: dict[str, Route] = {
 }
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
+@contextlib.asynccontextmanager
+async def _serving(tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
+    """A `Server` on 127.0.0.1 (with TLS when given a context) until the block ends."""
     state = Server()
     handlers: set[asyncio.Task[None]] = set()
 
@@ -134,13 +140,21 @@ async def server() -> AsyncIterator[Server]:
         finally:
             writer.close()
 
-    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
     state.port = listener.sockets[0].getsockname()[1]
-    yield state
-    for task in handlers:
-        task.cancel()
-    listener.close()
-    await asyncio.gather(*handlers, return_exceptions=True)
+    try:
+        yield state
+    finally:
+        for task in handlers:
+            task.cancel()
+        listener.close()
+        await asyncio.gather(*handlers, return_exceptions=True)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async with _serving() as state:
+        yield state
 
 
 @pytest.fixture
@@ -193,6 +207,64 @@ async def test_the_request_goes_to_the_checked_address_with_the_name_in_host(
     assert got.data == f"media.example:{server.port}".encode()
     assert got.mime_type == "text/plain"
     assert calls == ["media.example"]
+
+
+def _certificate(name: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for `name` and its key, in PEM."""
+    crypto = pytest.importorskip("cryptography")
+    del crypto
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+async def test_https_connects_to_the_checked_address_and_verifies_the_name(
+    dns: dict[str, list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cert_pem, key_pem = _certificate("media.example")
+    (tmp_path / "cert.pem").write_bytes(cert_pem)
+    (tmp_path / "key.pem").write_bytes(key_pem)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    names: list[str | None] = []
+    tls.sni_callback = lambda _sock, name, _ctx: names.append(name)
+    # the client trusts this certificate alone (the test's only change to how httpx connects)
+    trusted = ssl.create_default_context(cadata=cert_pem.decode())
+    monkeypatch.setattr(httpx, "AsyncClient", functools.partial(httpx.AsyncClient, verify=trusted))
+    dns["media.example"] = ["127.0.0.1"]
+    dns["other.example"] = ["127.0.0.1"]
+    policy = FetchPolicy(allow_hosts=["127.0.0.1"])
+    async with _serving(tls) as server:
+        got = await fetch_media(f"https://media.example:{server.port}/host", policy=policy)
+        assert got.data == f"media.example:{server.port}".encode()
+        assert names == ["media.example"]  # SNI: the name, though the connection is to the IP
+        # the certificate is checked against the name asked for, not the address connected to
+        with pytest.raises(FetchError, match="certificate") as caught:
+            await fetch_media(f"https://other.example:{server.port}/host", policy=policy)
+        assert caught.value.error_code == "FETCH_005"
 
 
 def test_https_is_pinned_with_the_name_as_tls_server_name_and_host() -> None:

@@ -322,7 +322,7 @@ async def _send(url: httpx.URL, addresses: list[str], policy: FetchPolicy) -> Fe
             finally:
                 await response.aclose()
     raise FetchError(
-        f"Could not fetch {shown}: no address of its host could be reached ({last}).",
+        f"Could not fetch {shown}: connecting to {', '.join(addresses)} failed ({last}).",
         "FETCH_005",
         context={"url": shown, "addresses": addresses},
     ) from last
