@@ -226,8 +226,25 @@ class OutputValidationError(GraphError):
         return list(self.context.get("errors") or [])
 
 
+class FetchError(GraphError):
+    """Fetching a URL's content failed: the response was too large (FETCH_002), too slow
+    (FETCH_003), of a type not allowed (FETCH_004), an HTTP error or unreachable (FETCH_005),
+    or redirected too often (FETCH_006). `context` has the `url` and the details."""
+
+    default_code = "FETCH_000"
+
+
+class UnsafeURLError(FetchError):
+    """A URL was refused before anything was sent to it: a scheme other than http(s),
+    credentials in the URL, or a host that resolves to a loopback, private, link-local,
+    metadata or otherwise non-public address. `context` has the `url` and the `reason`."""
+
+    default_code = "FETCH_001"
+
+
 __all__ = [
     "BudgetExceededError",
+    "FetchError",
     "GraphError",
     "GraphRecursionError",
     "GraphStopRequested",
@@ -250,4 +267,5 @@ __all__ = [
     "ThreadBusyError",
     "TransientStorageError",
     "UnreachableNodesWarning",
+    "UnsafeURLError",
 ]

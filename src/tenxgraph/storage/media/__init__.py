@@ -1,0 +1,1 @@
+"""Media: fetching and keeping images, audio and files that messages refer to."""
