@@ -80,7 +80,10 @@ def message_output(message: Message) -> Any:
     blocks = [b for b in message.content if isinstance(b, _OUTPUT_BLOCKS)]
     if all(isinstance(b, TextBlock) for b in blocks):
         return message.text()
-    return [b.model_dump(mode="json", exclude_none=True) for b in blocks]
+    return [
+        b.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"type": b.type}
+        for b in blocks
+    ]
 
 
 def command_outcome(call: ToolCall, command: Command) -> Outcome:
