@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import mimetypes
 from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
@@ -218,7 +219,7 @@ def _document(block: DocumentBlock, where: Where) -> dict[str, Any]:
 def _gemini_file(media: MediaRef, block_type: str, where: Where) -> dict[str, Any]:
     """A ``file`` part: litellm sends inline data as ``inline_data``, fetches a URL and sends it
     inline, and sends a Files API URI as ``file_data``."""
-    mime = media.mime_type or _DEFAULT_MIME[block_type]
+    mime = media.mime_type or _guessed_mime(media) or _DEFAULT_MIME[block_type]
     if media.kind == "data":
         return {"type": "file", "file": {"file_data": data_url(media, mime), "format": mime}}
     if media.kind == "url":
@@ -235,6 +236,12 @@ def _gemini_file(media: MediaRef, block_type: str, where: Where) -> dict[str, An
     if not file_id.startswith(("https://", "gs://")):  # "files/abc" or "abc"
         file_id = GEMINI_FILES_URI + file_id.removeprefix("files/")
     return {"type": "file", "file": {"file_id": file_id, "format": mime}}
+
+
+def _guessed_mime(media: MediaRef) -> str | None:
+    """The MIME type a URL's or file name's extension names (``.mp3``: ``audio/mpeg``)."""
+    name = media.filename or (media.url or "").split("?", 1)[0]
+    return mimetypes.guess_type(name)[0] if name else None
 
 
 def _data_block(block: DataBlock, where: Where) -> list[dict[str, Any]]:
