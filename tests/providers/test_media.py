@@ -452,3 +452,17 @@ def test_plain_data_that_only_looks_like_a_block_stays_json_text() -> None:
     output = [{"type": "image", "media": "not a media ref"}]  # not a valid block
     wire = to_wire(tool_turns(output), "anthropic")
     assert wire[2]["content"] == json.dumps(output)
+
+
+def test_media_blocks_beside_a_tool_result_are_part_of_it() -> None:
+    turns = tool_turns("The login page.")
+    turns[2] = Message.tool_message([*turns[2].content, IMAGE], meta={"tool_call_id": "call_1"})
+    wire = to_wire(turns, "anthropic")
+    assert wire[2]["content"] == [
+        {"type": "text", "text": "The login page."},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ]
+    bare = Message.tool_message([TextBlock(text="Here."), IMAGE], meta={"tool_call_id": "call_1"})
+    wire = to_wire([*turns[:2], bare], "openai")
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "user"]
+    assert wire[3]["content"][1]["type"] == "image_url"

@@ -199,25 +199,34 @@ def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def _tool_results(message: Message, where: Where) -> list[dict[str, Any]]:
     results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    # media blocks beside the results (or in a tool message without any) belong to its last
+    attached = [b for b in message.content if isinstance(b, _MEDIA_BLOCKS)]
     if not results:  # a tool message without result blocks: its text answers the first call
         call_id = message.metadata.get("tool_call_id")
-        return [{"role": "tool", "tool_call_id": call_id, "content": message.text()}]
-    return [_tool_result(b, where) for b in results]
+        if not attached:
+            return [{"role": "tool", "tool_call_id": call_id, "content": message.text()}]
+        results = [ToolResultBlock(call_id=call_id or "", output=message.text())]
+    *first, last = results
+    return [*(_tool_result(b, where) for b in first), _tool_result(last, where, attached)]
 
 
 # key of a wire tool message whose media go in the user message after the tool messages
 _MEDIA = "_tenxgraph_media"
 
 
-def _tool_result(block: ToolResultBlock, where: Where) -> dict[str, Any]:
+def _tool_result(block: ToolResultBlock, where: Where, attached: Any = ()) -> dict[str, Any]:
     """One tool message. Media the tool returned stay media: inside the tool message for
     Anthropic (``tool_result`` content) and Gemini (function response parts); for OpenAI,
     whose tool messages hold only text, they are kept aside for the next user message."""
     out: dict[str, Any] = {"role": "tool", "tool_call_id": block.call_id}
     blocks = output_blocks(block.output)
     if blocks is None:
-        out["content"] = _output_text(block.output)
-        return out
+        if not attached:
+            out["content"] = _output_text(block.output)
+            return out
+        text = _output_text(block.output)
+        blocks = [TextBlock(text=text)] if text else []
+    blocks = [*blocks, *attached]
     text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
     parts = [p for b in blocks if isinstance(b, _MEDIA_BLOCKS) for p in media_parts(b, where)]
     if where.family != "openai":
