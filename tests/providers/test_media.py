@@ -466,3 +466,13 @@ def test_media_blocks_beside_a_tool_result_are_part_of_it() -> None:
     wire = to_wire([*turns[:2], bare], "openai")
     assert [m["role"] for m in wire] == ["user", "assistant", "tool", "user"]
     assert wire[3]["content"][1]["type"] == "image_url"
+
+
+def test_claude_on_vertex_follows_anthropic_rules() -> None:
+    message = Message.multimodal_message([BLOCKS["audio_data"]])
+    with pytest.raises(UnsupportedContentError, match="Anthropic"):
+        to_wire([message], "vertex_ai", "vertex_ai/claude-sonnet-4-5")
+    assert to_wire([message], "vertex_ai", "vertex_ai/gemini-2.5-flash")[0]["content"][0] == {
+        "type": "file",
+        "file": {"file_data": f"data:audio/wav;base64,{WAV}", "format": "audio/wav"},
+    }

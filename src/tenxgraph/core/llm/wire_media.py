@@ -63,13 +63,14 @@ _OUTPUT_TYPES = frozenset({"text", "image", "audio", "video", "document", "data"
 _BLOCK: TypeAdapter[Any] = TypeAdapter(ContentBlock)
 
 
-def family(provider: str | None) -> Family:
-    """The wire rules a provider follows: Anthropic's, Gemini's, or OpenAI's (OpenAI itself,
-    Azure, OpenAI-compatible servers, and any provider we have no rules for)."""
+def family(provider: str | None, model: str | None = None) -> Family:
+    """The wire rules a provider follows: Anthropic's (also Claude on Vertex AI), Gemini's, or
+    OpenAI's (OpenAI itself, Azure, OpenAI-compatible servers, and any provider we have no
+    rules for)."""
     if provider == "anthropic":
         return "anthropic"
     if provider in _GEMINI:
-        return "gemini"
+        return "anthropic" if model and "claude" in model.lower() else "gemini"
     return "openai"
 
 
@@ -82,7 +83,7 @@ class Where:
         self, provider: str | None, model: str | None = None, place: str = "message"
     ) -> None:
         self.provider = provider
-        self.family = family(provider)
+        self.family = family(provider, model)
         self.model = model
         self.place = place
 

@@ -240,7 +240,7 @@ def _tool_result(block: ToolResultBlock, where: Where, attached: Any = ()) -> di
 
 def _media_after_tools(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`wire` with the media kept aside from a run of tool messages in one user message right
-    after the run (OpenAI's documented way to show a model an image a tool returned)."""
+    after the run: OpenAI tool messages take only text, and a user message takes images."""
     out: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
     for item in wire:
