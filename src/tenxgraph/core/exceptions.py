@@ -208,6 +208,24 @@ class ModelRequestError(ModelError):
     default_code = "MODEL_REQUEST_001"
 
 
+class UnsupportedContentError(ModelRequestError):
+    """A content block the model's provider cannot take in that form (audio for Anthropic,
+    audio by URL for OpenAI, video for OpenAI...), found before the request is sent: nothing
+    was sent. The message names the block, the form and the provider, and says what to give
+    instead; `context` has `provider`, `model`, `block_type`, `media_kind` and `where`
+    ("message" or "tool result")."""
+
+    default_code = "MODEL_CONTENT_001"
+
+    @property
+    def block_type(self) -> str | None:
+        return self.context.get("block_type")
+
+    @property
+    def media_kind(self) -> str | None:
+        return self.context.get("media_kind")
+
+
 class OutputValidationError(GraphError):
     """An Agent's final answer did not match its `output_schema`, also after the model was
     shown the validation errors `output_retries` times. `raw_text` is the last answer's JSON
@@ -268,4 +286,5 @@ __all__ = [
     "TransientStorageError",
     "UnreachableNodesWarning",
     "UnsafeURLError",
+    "UnsupportedContentError",
 ]

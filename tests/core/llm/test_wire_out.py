@@ -78,8 +78,9 @@ def test_documents_become_file_parts_or_their_text() -> None:
         {"type": "file", "file": {"file_id": "file-123"}},
         {"type": "text", "text": "Body"},
     ]
-    # a document known only by its URL is passed as a file reference (litellm's convention)
-    assert to_wire([Message.multimodal_message([by_url])])[0]["content"] == [
+    # a document known only by its URL: a file reference for Anthropic (litellm's convention
+    # for a URL document), which OpenAI chat cannot take (see test_wire_media.py)
+    assert to_wire([Message.multimodal_message([by_url])], "anthropic")[0]["content"] == [
         {"type": "file", "file": {"file_id": "https://x.test/e.pdf"}}
     ]
 

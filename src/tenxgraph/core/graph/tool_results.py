@@ -12,7 +12,12 @@ from tenxgraph.core.graph.tool_output import safe_text, tool_output
 from tenxgraph.core.graph.tool_updates import encoded, revived
 from tenxgraph.core.redaction import redact
 from tenxgraph.core.state import AgentState, Message, ToolResult
-from tenxgraph.core.state.message_block import ToolResultBlock
+from tenxgraph.core.state.message_block import (
+    MEDIA_BLOCK_TYPES,
+    DataBlock,
+    TextBlock,
+    ToolResultBlock,
+)
 from tenxgraph.utils.command import Command
 from tenxgraph.utils.interrupt import GraphInterrupt
 from tenxgraph.utils.send import Send
@@ -61,8 +66,24 @@ def result_outcome(call: ToolCall, value: Any) -> Outcome:
         is_error = bool(value.is_error)
         value = value.message
     if isinstance(value, Message):
-        value = value.text()
+        value = message_output(value)
     return Outcome(tool_message(call, tool_output(value), is_error), updates)
+
+
+_OUTPUT_BLOCKS = (TextBlock, *MEDIA_BLOCK_TYPES, DataBlock)
+
+
+def message_output(message: Message) -> Any:
+    """What a tool that returned `message` answers: its text, or, when it holds media (an
+    image, audio, video, a document, data), its text and media blocks as block dicts, which
+    reach the model as media (see `tenxgraph.core.llm.wire_media.output_blocks`)."""
+    blocks = [b for b in message.content if isinstance(b, _OUTPUT_BLOCKS)]
+    if all(isinstance(b, TextBlock) for b in blocks):
+        return message.text()
+    return [
+        b.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"type": b.type}
+        for b in blocks
+    ]
 
 
 def command_outcome(call: ToolCall, command: Command) -> Outcome:
@@ -130,6 +151,7 @@ __all__ = [
     "Outcome",
     "command_outcome",
     "error_outcome",
+    "message_output",
     "record",
     "replayed",
     "result_outcome",

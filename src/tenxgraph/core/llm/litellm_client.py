@@ -158,7 +158,7 @@ class LiteLLMClient:
         kwargs: dict[str, Any] = {
             **settings,
             "model": model,
-            "messages": to_wire(request.messages, provider),
+            "messages": to_wire(request.messages, provider, model),
             "num_retries": 0,
         }
         if request.tools:

@@ -6,18 +6,20 @@ import json
 from typing import Any
 
 from tenxgraph.core.llm.wire_in import REDACTED_THINKING, openai_tool_call, parse_arguments
+from tenxgraph.core.llm.wire_media import Where, media_parts, output_blocks
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import (
     AudioBlock,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
-    MediaRef,
     ReasoningBlock,
     RemoteToolCallBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    VideoBlock,
 )
 
 logger = get_logger(__name__)
@@ -26,10 +28,19 @@ logger = get_logger(__name__)
 _THINKING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
 
 
-def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[str, Any]]:
-    """The chat messages for `messages`. Delta messages and remote tool calls are skipped;
-    a tool message becomes one wire message per tool result."""
+def to_wire(
+    messages: list[Message], provider: str | None = None, model: str | None = None
+) -> list[dict[str, Any]]:
+    """The chat messages for `messages`, in the form litellm translates for `provider` (the
+    litellm provider the model routes to; None: OpenAI's rules). Delta messages and remote
+    tool calls are skipped; a tool message becomes one wire message per tool result.
+
+    Media go out as `provider` takes them (see `wire_media`); one it cannot take raises
+    `UnsupportedContentError` (nothing is sent). For OpenAI, whose tool messages hold only
+    text, the media a tool returned follow the tool messages in a user message."""
     replay_thinking = provider in _THINKING_PROVIDERS
+    where = Where(provider, model)
+    in_tool = Where(provider, model, "tool result")
     wire: list[dict[str, Any]] = []
     tools = False  # any tool call or result: then check that they pair up
     for message in messages:
@@ -49,7 +60,7 @@ def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[s
             continue
         if role == "tool":
             tools = True
-            wire.extend(_tool_results(message))
+            wire.extend(_tool_results(message, in_tool))
         elif role == "assistant":
             if any(isinstance(b, RemoteToolCallBlock) for b in message.content):
                 continue
@@ -57,8 +68,11 @@ def to_wire(messages: list[Message], provider: str | None = None) -> list[dict[s
             tools = tools or "tool_calls" in out
             wire.append(out)
         else:
-            wire.append({"role": role, "content": _content(message)})
-    return _paired(wire) if tools else wire
+            wire.append({"role": role, "content": _content(message, where)})
+    if not tools:
+        return wire
+    paired = _paired(wire)
+    return _media_after_tools(paired) if any(_MEDIA in item for item in paired) else paired
 
 
 # what the model is told about a call whose result never came (say, the process died while the
@@ -97,7 +111,7 @@ def _unanswered(call_ids: list[str]) -> list[dict[str, Any]]:
     return [{"role": "tool", "tool_call_id": c, "content": UNANSWERED_CALL} for c in call_ids]
 
 
-def _content(message: Message) -> str | list[dict[str, Any]]:
+def _content(message: Message, where: Where) -> str | list[dict[str, Any]]:
     """A plain string for text-only content, else a list of OpenAI content parts."""
     blocks = message.content
     texts = [b.text for b in blocks if isinstance(b, TextBlock) and b.cache_control is None]
@@ -107,15 +121,14 @@ def _content(message: Message) -> str | list[dict[str, Any]]:
     for block in blocks:
         if isinstance(block, TextBlock):
             parts.append(_text_part(block))
-        elif isinstance(block, ImageBlock):
-            parts.append({"type": "image_url", "image_url": {"url": _url(block.media)}})
-        elif isinstance(block, DocumentBlock):
-            parts.append(_document(block))
-        elif isinstance(block, AudioBlock):
-            parts.append(_audio(block.media))
+        elif isinstance(block, _MEDIA_BLOCKS):
+            parts.extend(media_parts(block, where))
         elif isinstance(block, ToolResultBlock):
             parts.append({"type": "text", "text": _output_text(block.output)})
     return parts
+
+
+_MEDIA_BLOCKS = (ImageBlock, AudioBlock, VideoBlock, DocumentBlock, DataBlock)
 
 
 def _text_part(block: TextBlock) -> dict[str, Any]:
@@ -123,43 +136,6 @@ def _text_part(block: TextBlock) -> dict[str, Any]:
     if block.cache_control is None:
         return {"type": "text", "text": block.text}
     return {"type": "text", "text": block.text, "cache_control": dict(block.cache_control)}
-
-
-def _url(media: MediaRef) -> str:
-    if media.kind == "url" and media.url is not None:
-        return media.url
-    if media.kind == "data":
-        return f"data:{media.mime_type or 'application/octet-stream'};base64,{media.data_base64}"
-    return media.file_id or ""
-
-
-def _document(block: DocumentBlock) -> dict[str, Any]:
-    media = block.media
-    if media.kind == "file_id":
-        return {"type": "file", "file": {"file_id": media.file_id}}
-    if media.kind == "data":
-        file: dict[str, Any] = {"file_data": _url(media)}
-        if media.filename:
-            file["filename"] = media.filename
-        return {"type": "file", "file": file}
-    if block.text:  # a fetched document we already have the text of
-        return {"type": "text", "text": block.text}
-    return {"type": "file", "file": {"file_id": media.url}}
-
-
-# audio MIME subtypes whose OpenAI `input_audio` format name differs from the subtype
-_AUDIO_FORMATS = {"mpeg": "mp3", "x-wav": "wav", "wave": "wav", "x-flac": "flac"}
-
-
-def _audio(media: MediaRef) -> dict[str, Any]:
-    subtype = (media.mime_type or "audio/wav").rsplit("/", 1)[-1].lower()
-    return {
-        "type": "input_audio",
-        "input_audio": {
-            "data": media.data_base64 or "",
-            "format": _AUDIO_FORMATS.get(subtype, subtype),
-        },
-    }
 
 
 def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
@@ -221,15 +197,64 @@ def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
     return openai_tool_call(call.get("id"), function.get("name"), arguments)
 
 
-def _tool_results(message: Message) -> list[dict[str, Any]]:
+def _tool_results(message: Message, where: Where) -> list[dict[str, Any]]:
     results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    # media blocks beside the results (or in a tool message without any) belong to its last
+    attached = [b for b in message.content if isinstance(b, _MEDIA_BLOCKS)]
     if not results:  # a tool message without result blocks: its text answers the first call
         call_id = message.metadata.get("tool_call_id")
-        return [{"role": "tool", "tool_call_id": call_id, "content": message.text()}]
-    return [
-        {"role": "tool", "tool_call_id": b.call_id, "content": _output_text(b.output)}
-        for b in results
-    ]
+        if not attached:
+            return [{"role": "tool", "tool_call_id": call_id, "content": message.text()}]
+        results = [ToolResultBlock(call_id=call_id or "", output=message.text())]
+    *first, last = results
+    return [*(_tool_result(b, where) for b in first), _tool_result(last, where, attached)]
+
+
+# key of a wire tool message whose media go in the user message after the tool messages
+_MEDIA = "_tenxgraph_media"
+
+
+def _tool_result(block: ToolResultBlock, where: Where, attached: Any = ()) -> dict[str, Any]:
+    """One tool message. Media the tool returned stay media: inside the tool message for
+    Anthropic (``tool_result`` content) and Gemini (function response parts); for OpenAI,
+    whose tool messages hold only text, they are kept aside for the next user message."""
+    out: dict[str, Any] = {"role": "tool", "tool_call_id": block.call_id}
+    blocks = output_blocks(block.output)
+    if blocks is None:
+        if not attached:
+            out["content"] = _output_text(block.output)
+            return out
+        text = _output_text(block.output)
+        blocks = [TextBlock(text=text)] if text else []
+    blocks = [*blocks, *attached]
+    text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
+    parts = [p for b in blocks if isinstance(b, _MEDIA_BLOCKS) for p in media_parts(b, where)]
+    if where.family != "openai":
+        out["content"] = ([{"type": "text", "text": text}] if text else []) + parts
+        return out
+    note = f"[{len(parts)} attachment(s) of this result follow in the next user message]"
+    out["content"] = f"{text}\n{note}" if text else note
+    out[_MEDIA] = parts
+    return out
+
+
+def _media_after_tools(wire: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`wire` with the media kept aside from a run of tool messages in one user message right
+    after the run: OpenAI tool messages take only text, and a user message takes images."""
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for item in wire:
+        if item["role"] != "tool" and pending:
+            out.append({"role": "user", "content": pending})
+            pending = []
+        media = item.pop(_MEDIA, None)
+        if media:
+            lead = f"Attachments of the result of tool call {item['tool_call_id']}:"
+            pending += [{"type": "text", "text": lead}, *media]
+        out.append(item)
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
 
 
 def _output_text(output: Any) -> str:
