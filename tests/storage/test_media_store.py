@@ -70,11 +70,13 @@ async def test_put_returns_a_reference_by_sha256_and_get_reads_the_bytes_back(
         mime_type="image/png",
         filename="a.png",
     )
-    assert stored_sha256(ref) == sha and media_url(sha) == ref.url
+    assert stored_sha256(ref) == sha
+    assert media_url(sha) == ref.url
     assert await media.aget(sha) == PNG
     assert await media.ahas(sha)
     info = await media.ainfo(sha)
-    assert info is not None and (info.size_bytes, info.mime_type) == (len(PNG), "image/png")
+    assert info is not None
+    assert (info.size_bytes, info.mime_type) == (len(PNG), "image/png")
 
 
 async def test_the_same_bytes_are_stored_once(media: MediaStore) -> None:

@@ -35,21 +35,22 @@ def default_media_store(checkpointer: Any) -> MediaStore | None:
 
 
 def _made_for(checkpointer: Any) -> MediaStore | None:
-    kind = type(checkpointer).__name__
-    module = type(checkpointer).__module__
-    if not module.startswith("tenxgraph.storage.checkpointer."):
-        return None
-    if kind == "InMemoryCheckpointer" or (
-        kind == "SqliteCheckpointer" and checkpointer.db_path is None
+    built_in = {  # the built-in stores it is (or derives from), by name: none is imported
+        c.__name__
+        for c in type(checkpointer).__mro__
+        if c.__module__.startswith("tenxgraph.storage.checkpointer.")
+    }
+    if "InMemoryCheckpointer" in built_in or (
+        "SqliteCheckpointer" in built_in and checkpointer.db_path is None
     ):
         from tenxgraph.storage.media.memory import InMemoryMediaStore
 
         return InMemoryMediaStore()
-    if kind == "SqliteCheckpointer":
+    if "SqliteCheckpointer" in built_in:
         from tenxgraph.storage.media.sqlite import SqliteMediaStore
 
         return SqliteMediaStore(checkpointer.db_path)
-    if kind == "PgCheckpointer":
+    if "PgCheckpointer" in built_in:
         from tenxgraph.storage.media.postgres import PostgresMediaStore
 
         pool = checkpointer._external_pool
