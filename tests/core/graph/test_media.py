@@ -299,3 +299,32 @@ def test_multimodal_config_is_checked() -> None:
     with pytest.raises(ValueError, match="max_image_size_mb"):
         MultimodalConfig(max_image_size_mb=0)
     assert MultimodalConfig(image_handling="base64").image_handling is ImageHandling.BASE64  # type: ignore[arg-type]
+
+
+# -- subgraphs and the bounded in-memory checkpointer ----------------------------------------
+
+
+async def test_a_subgraph_uses_its_parents_media_store() -> None:
+    recorder = Recorder()
+    child = linear(("agent", Agent(FunctionModel(recorder))))
+    parent = linear(("child", child))
+    assert parent.media_store is not None
+    assert parent.media_store is not child.media_store
+    message = await Message.with_image(SMALL, "image/png", parent.media_store)
+    config = thread()
+    await parent.ainvoke({"messages": [message, image(BIG)]}, config)
+    sent = images_of(recorder.seen[-1])
+    assert [m.kind for m in sent] == ["data", "data"]
+    assert base64.b64decode(str(sent[0].data_base64)) == SMALL
+    saved = images_of(await stored(parent, config))
+    assert await parent.media_store.aget(str(saved[1].sha256)) == BIG
+
+
+async def test_threads_the_in_memory_checkpointer_drops_release_their_media() -> None:
+    checkpointer = InMemoryCheckpointer(max_threads=1)
+    app = linear(reply, checkpointer=checkpointer)
+    assert app.media_store is not None
+    await app.ainvoke({"messages": [image(BIG)]}, thread())
+    assert await app.media_store.ahas(hashlib.sha256(BIG).hexdigest())
+    await app.ainvoke({"messages": [image(SMALL)]}, thread())  # drops the first thread
+    assert not await app.media_store.ahas(hashlib.sha256(BIG).hexdigest())
