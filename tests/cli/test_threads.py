@@ -351,3 +351,41 @@ def test_show_an_offline_models_thread_costs_nothing(cli: Cli, db: str) -> None:
     # the chat thread's two answers, by the offline model: free, so a known cost of 0
     last = cli("threads", "show", "c", "--db", db).out.splitlines()[-1]
     assert last.endswith("; 2 model calls; cost $0.000000")
+
+
+def test_delete_releases_the_threads_media(cli: Cli, tmp_path: Path) -> None:
+    import base64
+
+    from tenxgraph import END, START, StateGraph
+    from tenxgraph.storage.media import SqliteMediaStore
+
+    path = tmp_path / "m.db"
+    big = bytes(300 * 1024)
+
+    async def save() -> str:
+        graph = StateGraph()
+        graph.add_node("answer", lambda state: "ok")
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", END)
+        checkpointer = SqliteCheckpointer(path)
+        app = graph.compile(checkpointer=checkpointer)
+        data = base64.b64encode(big).decode()
+        message = Message.image_message(image_base64=data, mime_type="image/png")
+        await app.ainvoke({"messages": [message]}, {"thread_id": "m"})
+        assert isinstance(app.media_store, SqliteMediaStore)  # the default: the same file
+        (media,) = await app.media_store.alist()
+        await app.media_store.aclose()
+        await checkpointer.aclose()
+        return media.sha256
+
+    sha = asyncio.run(save())
+    assert cli("threads", "delete", "m", "--db", str(path), "--yes").code == 0
+
+    async def left() -> bool:
+        store = SqliteMediaStore(path)
+        try:
+            return await store.ahas(sha)
+        finally:
+            await store.aclose()
+
+    assert not asyncio.run(left())

@@ -129,6 +129,19 @@ async def _closing(source: _Source, work: Callable[[], Awaitable[T]]) -> T:
         await source.store.aclose()
 
 
+async def _delete_with_media(store: BaseCheckpointer, thread: str) -> bool:
+    """Delete the thread and release its media in the store's default media store (the
+    same database), as an app compiled with this store would."""
+    from tenxgraph.storage.media.defaults import default_media_store
+
+    media = default_media_store(store)
+    try:
+        return bool(await store.adelete_thread(thread))
+    finally:
+        if media is not None:
+            await media.aclose()
+
+
 def status_word(status: str) -> str:
     return _PAUSED.get(status, status)
 
@@ -239,7 +252,7 @@ def _delete(console: Console, source: _Source, thread: str, yes: bool) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             console.line("Nothing deleted.")
             return EXIT_OK
-    asyncio.run(_closing(source, lambda: store.adelete_thread(thread)))
+    asyncio.run(_closing(source, lambda: _delete_with_media(store, thread)))
     console.line(f"Deleted thread {thread!r} from {path}.")
     return EXIT_OK
 

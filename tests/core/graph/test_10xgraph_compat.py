@@ -194,8 +194,10 @@ def test_10xgraphs_builder_parameters_are_taken_and_each_one_given_is_warned_abo
     assert len(seen) == 1  # the one given, not the one left at None
     graph.add_node("only", say("ok"))
     graph.add_edge(START, "only")
-    with pytest.warns(UserWarning, match=r"compile\(media_store=\.\.\.\) has no effect"):
-        graph.compile(media_store=object())
+    with pytest.warns(UserWarning, match=r"compile\(callback_manager=\.\.\.\) has no effect"):
+        graph.compile(callback_manager=object())
+    with pytest.raises(TypeError, match=r"compile\(media_store=\.\.\.\) takes a tenxgraph"):
+        graph.compile(media_store=object())  # supported now: a MediaStore
     with pytest.raises(TypeError, match=r"compile\(store=\.\.\.\) takes a tenxgraph"):
         graph.compile(store=object())  # type: ignore[arg-type]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.exceptions import GraphError, ModelContextWindowError, OutputValidationError
+from tenxgraph.core.graph.media import check_multimodal_config, with_media_resolved
 from tenxgraph.core.llm import calling, structured
 from tenxgraph.core.llm import settings as model_settings_
 from tenxgraph.core.llm.calling import Route, is_connection_setting
@@ -29,6 +30,7 @@ from tenxgraph.observability.observer import current_observer
 
 if TYPE_CHECKING:
     from tenxgraph.core.state.budget import Budget
+    from tenxgraph.storage.media.config import MultimodalConfig
 
 logger = get_logger(__name__)
 
@@ -93,6 +95,7 @@ class Agent:
         output_retries: int = 1,
         model_settings: Mapping[str, Any] | SettingsFunction | None = None,
         budget: Budget | dict[str, Any] | None = None,
+        multimodal_config: MultimodalConfig | None = None,
         **llm_kwargs: Any,
     ) -> None:
         output_schema = _output_schema(output_type, output_schema)
@@ -125,6 +128,8 @@ class Agent:
         self.output_retries = output_retries
         self.model_settings = model_settings
         self.budget = _budget(budget)  # limits on this Agent's calls
+        # how media reaches the model; stored media is always sent inline (`core.graph.media`)
+        self.multimodal_config = check_multimodal_config(multimodal_config)
         self.reasoning_config = reasoning_config
         self.retry_config = retry_config_from(retry_config)
         self.fallback_models = list(fallback_models or ())
@@ -368,7 +373,7 @@ class Agent:
         is False. Unknown setting names are a ValueError. A ``"model"`` setting changes the
         model asked (its fallbacks stay); on another provider the Agent's own key and base
         URL are not sent to it."""
-        request = await self.build_request(state)
+        request = await with_media_resolved(await self.build_request(state), self.multimodal_config)
         config = config or {}
         layers: list[dict[str, Any]] = []
         own = self.call_settings(state, config if isinstance(config, dict) else dict(config))

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
     from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
+    from tenxgraph.storage.media.base import MediaStore
+    from tenxgraph.storage.media.offload import MediaOffload
     from tenxgraph.storage.store.base import BaseStore
 
 Input = dict[str, Any] | None
@@ -63,6 +65,7 @@ class CompiledGraph(Generic[StateT]):
         tracing: Tracing = DEFAULT_TRACING,
         store: BaseStore | None = None,
         budget: Budget | None = None,
+        media: MediaOffload | None = None,
     ) -> None:
         state_type = type(state)
         self.name = name
@@ -79,6 +82,7 @@ class CompiledGraph(Generic[StateT]):
             hooks,
             tracing,
             budget,
+            media,
         )
         self.context_manager = context_manager
         # every new thread starts from a copy of this: the given state, as it would come
@@ -107,6 +111,14 @@ class CompiledGraph(Generic[StateT]):
         nodes and tools taking `store` receive. Read-only: it was bound to them at compile
         time; compile again for another."""
         return self._store
+
+    @property
+    def media_store(self) -> MediaStore | None:
+        """Where this app keeps the bytes of images and files its saved messages name
+        (``tenxgraph://media/<sha256>``): `compile(media_store=...)` or the checkpointer's
+        default; None when media stays inline."""
+        media = self._program.media
+        return None if media is None else media.store
 
     @property
     def interrupt_before(self) -> frozenset[str]:

@@ -102,7 +102,12 @@ class Run:
         )
         checkpointer = program.checkpointer
         self.keeper = Keeper(
-            checkpointer, settings.thread_id, settings.run_id, guard, self.request_stop
+            checkpointer,
+            settings.thread_id,
+            settings.run_id,
+            guard,
+            self.request_stop,
+            program.media,
         )
         self.lease = self.keeper.lease
         # where this run's tool calls record their results; none without a checkpointer

@@ -20,6 +20,7 @@ from tenxgraph.storage.checkpointer.lease import Lease, lost_error, new_owner
 
 if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.storage.media.offload import MediaOffload
 
 
 class Keeper:
@@ -32,8 +33,10 @@ class Keeper:
         run_id: str,
         guard: Guard,
         on_lost: Callable[[], None],
+        media: MediaOffload | None = None,
     ) -> None:
         self.checkpointer = checkpointer
+        self.media = media  # big inline media is saved to its store, the messages naming it
         self.thread_id = thread_id
         self.guard = guard  # the run's one timer also beats the heartbeat
         self.on_lost = on_lost  # called when another run took the thread over
@@ -76,12 +79,15 @@ class Keeper:
         if unsaved != [] and added is not None:
             added = None if unsaved is None else [*unsaved, *added]
         lease = self.lease
+        messages: Sequence[Message] = state.context if added is None else added
+        if self.media is not None and type(messages) is list:  # not a lazy history
+            messages = await self.media.prepare(self.thread_id, messages)
         try:
             saved = await checkpointer.asave(
                 self.thread_id,
                 expected_version=version,
                 state=state,
-                new_messages=state.context if added is None else added,
+                new_messages=messages,
                 rewrite=added is None,
                 lease=lease,
                 release=final,

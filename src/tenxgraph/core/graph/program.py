@@ -20,6 +20,7 @@ from tenxgraph.observability.settings import DEFAULT_TRACING, Tracing
 if TYPE_CHECKING:
     from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
+    from tenxgraph.storage.media.offload import MediaOffload
 
 
 @dataclass(slots=True, eq=False)
@@ -41,6 +42,7 @@ class Program:
     dispatch: Dispatch | None = None  # `hooks`, sorted once
     tracing: Tracing = DEFAULT_TRACING
     budget: Budget | None = None  # `compile(budget=...)`: every run's limits
+    media: MediaOffload | None = None  # the media store and offload threshold of saves
 
     @classmethod
     def build(
@@ -55,6 +57,7 @@ class Program:
         hooks: tuple[Hook, ...] = (),
         tracing: Tracing = DEFAULT_TRACING,
         budget: Budget | None = None,
+        media: MediaOffload | None = None,
     ) -> Program:
         reducers = dict(state_type.field_reducers())
         merge_messages = reducers.pop("context", add_messages)
@@ -74,6 +77,7 @@ class Program:
             Dispatch(hooks) if hooks else None,
             tracing,
             budget,
+            media,
         )
 
 

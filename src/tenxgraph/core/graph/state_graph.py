@@ -176,6 +176,7 @@ class StateGraph(Generic[StateT]):
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
         budget: Budget | dict[str, Any] | None = None,
+        media_threshold: int | None = None,
     ) -> CompiledGraph[StateT]:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
@@ -192,6 +193,12 @@ class StateGraph(Generic[StateT]):
         nodes and tools: those taking a parameter named `store` receive it (a required one
         without a store is a GRAPH_007 error here; an optional one gets None).
 
+        `media_store` (a `tenxgraph.storage.media.MediaStore`) keeps the bytes of images and
+        files: a saved message's inline media above `media_threshold` bytes (default 256 KiB;
+        0 keeps everything inline) is stored there once and the message names it. Without
+        one, the checkpointer's default is used (in its own database or memory, see
+        `tenxgraph.storage.media.defaults`); `media_store=False` keeps media inline.
+
         `name` is what traces, logs and hooks call this graph. `hooks` (a `RunHooks`, a
         callable taking one event, or a list of them) are told what every run does.
         `tracing`: OpenTelemetry spans go to the globally configured tracer provider when
@@ -199,7 +206,6 @@ class StateGraph(Generic[StateT]):
         `False` for none."""
         _not_supported(
             "compile",
-            media_store=media_store,
             callback_manager=callback_manager,
             shutdown_timeout=shutdown_timeout,
         )
@@ -233,6 +239,7 @@ class StateGraph(Generic[StateT]):
             interrupt_before=before,
             interrupt_after=after,
             store=store,
+            media=_media(media_store, media_threshold, checkpointer),
         )
 
     def _routing(self, specs: dict[str, NodeSpec]) -> Routing:
@@ -380,6 +387,30 @@ def _tracing(value: Tracing | bool | None) -> Tracing:
         f"compile(tracing=...) takes a tenxgraph.observability.Tracing, True or False, not "
         f"{value!r}"
     )
+
+
+def _media(store: Any, threshold: int | None, checkpointer: Any) -> Any:
+    """The graph's `MediaOffload`: `compile(media_store=...)` or the checkpointer's default
+    (None: no store, media stays inline)."""
+    if store is False:
+        return None
+    from tenxgraph.storage.media.base import MediaStore
+    from tenxgraph.storage.media.defaults import default_media_store
+    from tenxgraph.storage.media.offload import DEFAULT_OFFLOAD_THRESHOLD, MediaOffload
+
+    if store is None:
+        store = default_media_store(checkpointer)
+        if store is None:
+            return None
+    elif not isinstance(store, MediaStore):
+        raise TypeError(
+            "compile(media_store=...) takes a tenxgraph.storage.media.MediaStore "
+            f"(InMemoryMediaStore, LocalMediaStore, SqliteMediaStore, PostgresMediaStore), "
+            f"not {type(store).__name__}"
+        )
+    elif checkpointer not in (None, False) and checkpointer.media_store is None:
+        checkpointer.media_store = store  # deleting a thread releases its media here
+    return MediaOffload(store, DEFAULT_OFFLOAD_THRESHOLD if threshold is None else threshold)
 
 
 def _not_supported(where: str, **given: Any) -> None:

@@ -72,20 +72,25 @@ class Subgraph:
 
     def __init__(self, graph: Compiled) -> None:
         self.graph = graph
-        # the child's program with the parent's checkpointer, and its thread registry
-        self._bound: tuple[BaseCheckpointer | None, Program, Threads] | None = None
+        # the child's program with the parent's checkpointer and media, its thread registry
+        self._bound: tuple[BaseCheckpointer | None, Any, Program, Threads] | None = None
 
     def __repr__(self) -> str:
         return f"Subgraph({self.graph.name!r})"
 
-    def bound(self, checkpointer: BaseCheckpointer | None) -> tuple[Program, Threads]:
-        """The child graph as it runs under a parent keeping its threads in `checkpointer`."""
+    def bound(
+        self, checkpointer: BaseCheckpointer | None, media: Any = None
+    ) -> tuple[Program, Threads]:
+        """The child graph as it runs under a parent keeping its threads in `checkpointer`
+        and its media in `media` (the parent's `MediaOffload`: the child's messages end up in
+        the parent's thread, so their media goes where the parent's Agents read it)."""
         bound = self._bound
-        if bound is None or bound[0] is not checkpointer:
+        if bound is None or bound[0] is not checkpointer or bound[1] is not media:
             graph = self.graph
-            program = replace(graph._program, checkpointer=checkpointer)
-            bound = self._bound = (checkpointer, program, Threads(program, graph._threads.initial))
-        return bound[1], bound[2]
+            program = replace(graph._program, checkpointer=checkpointer, media=media)
+            threads = Threads(program, graph._threads.initial)
+            bound = self._bound = (checkpointer, media, program, threads)
+        return bound[2], bound[3]
 
     async def __call__(self, state: Any, config: dict[str, Any]) -> AsyncIterator[Any]:
         child = _ChildRun(self, state)
@@ -110,7 +115,9 @@ class _ChildRun:
         if parent is None or scope is None or parent.state is None:
             raise RuntimeError(f"{subgraph!r} runs as a node of a graph (add_node(name, graph))")
         self.parent, self.scope = parent, scope
-        self.program, self.threads = subgraph.bound(parent.program.checkpointer)
+        self.program, self.threads = subgraph.bound(
+            parent.program.checkpointer, parent.program.media
+        )
         step = parent.state.execution_meta.step
         self.thread_id = child_thread_id(parent.settings.thread_id, scope.name, step)
         self.messages, self.values = self._input(given)

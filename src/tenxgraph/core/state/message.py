@@ -23,6 +23,7 @@ from tenxgraph.core.state._construct import (
     assemble,
     template,
 )
+from tenxgraph.core.state.media_input import MediaSink, check_sink, read_media_file
 from tenxgraph.core.state.message_block import (
     AudioBlock,
     ContentBlock,
@@ -243,17 +244,8 @@ class Message(BaseModel):
         message_id: str | int | None = None,
     ) -> Message:
         """Embed a file as base64; its MIME type picks an image, audio, video or document block."""
-        import mimetypes
-
         path = Path(file_path)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"Message.from_file: no file at {str(path)!r} (resolved to {str(path.resolve())!r})"
-            )
-        if not path.is_file():
-            raise IsADirectoryError(f"Message.from_file: {str(path)!r} is not a regular file")
-        data = path.read_bytes()
-        mime = mime_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        data, mime = read_media_file(path, mime_type, "Message.from_file")
         media = MediaRef(
             kind="data",
             data_base64=base64.b64encode(data).decode("ascii"),
@@ -262,6 +254,45 @@ class Message(BaseModel):
             size_bytes=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
         )
+        blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
+        blocks.append(_media_block(mime.split("/", 1)[0], media))
+        return cls(message_id=generate_id(message_id), role=role, content=blocks)
+
+    @classmethod
+    async def with_image(
+        cls,
+        data: bytes,
+        mime_type: str,
+        store: MediaSink,
+        text: str | None = None,
+        role: Role = "user",
+        message_id: str | int | None = None,
+    ) -> Message:
+        """An image whose bytes go to `store` (a media store: `app.media_store`, or any
+        `tenxgraph.storage.media.MediaStore`); the message holds only its `MediaRef`."""
+        media = await check_sink(store, "Message.with_image").aput(bytes(data), mime_type)
+        blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
+        blocks.append(ImageBlock(media=media))
+        return cls(message_id=generate_id(message_id), role=role, content=blocks)
+
+    @classmethod
+    async def with_file(
+        cls,
+        file_path: str | Path,
+        store: MediaSink,
+        mime_type: str | None = None,
+        text: str | None = None,
+        role: Role = "user",
+        message_id: str | int | None = None,
+    ) -> Message:
+        """A file whose bytes go to `store`, as `from_file` picks its block by MIME type."""
+        import asyncio
+
+        sink = check_sink(store, "Message.with_file")
+        data, mime = await asyncio.to_thread(
+            read_media_file, file_path, mime_type, "Message.with_file"
+        )
+        media = await sink.aput(data, mime, filename=Path(file_path).name)
         blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
         blocks.append(_media_block(mime.split("/", 1)[0], media))
         return cls(message_id=generate_id(message_id), role=role, content=blocks)

@@ -161,7 +161,9 @@ _THREAD_METHODS = frozenset(
 _CHECKED: set[Callable[..., Any]] = set()
 
 
-def _checked(method: Callable[..., Awaitable[Any]], saves: bool) -> Callable[..., Any]:
+def _checked(
+    method: Callable[..., Awaitable[Any]], saves: bool, deletes: bool = False
+) -> Callable[..., Any]:
     """`method`, checking its thread id (and for `asave` the new messages) first. A plain
     function returning the method's coroutine, not a coroutine of its own: no extra frame on
     every call; a bad id raises when the method is called."""
@@ -181,6 +183,18 @@ def _checked(method: Callable[..., Awaitable[Any]], saves: bool) -> Callable[...
                 check_messages(thread_id, [message])  # raises, naming the field
         return method(self, thread_id, *args, **kwargs)
 
+    @functools.wraps(method)
+    async def checked_delete(self: BaseCheckpointer, thread_id: Any) -> Any:
+        thread_id = valid_thread_id(thread_id)
+        existed = await method(self, thread_id)
+        media = self.media_store
+        if media is not None:  # the thread's media no other thread names goes with it
+            await media.arelease_thread(thread_id)
+        return existed
+
+    if deletes:
+        _CHECKED.add(checked_delete)
+        return checked_delete
     marked: Callable[..., Any] = _as_coroutine_function(checked_save if saves else checked)
     _CHECKED.add(marked)
     return marked
@@ -222,6 +236,11 @@ class BaseCheckpointer(ABC):
     #: engine looks for one after that save, and clears it (two more calls)
     lease_clears_stop_requests: bool = False
 
+    #: the `tenxgraph.storage.media.MediaStore` holding the media of this store's threads
+    #: (set by `compile`, see `tenxgraph.storage.media.defaults`): `adelete_thread` releases
+    #: the deleted thread's media there (`MediaStore.arelease_thread`). None: no media store
+    media_store: Any = None
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A store's methods that take a thread id check it first (`valid_thread_id`), and its
         `asave` checks the new messages (`check_messages`), before the store's own code runs:
@@ -230,7 +249,11 @@ class BaseCheckpointer(ABC):
         for name in _THREAD_METHODS.intersection(vars(cls)):
             method = vars(cls)[name]
             if callable(method) and method not in _CHECKED:
-                setattr(cls, name, _checked(method, saves=name == "asave"))
+                setattr(
+                    cls,
+                    name,
+                    _checked(method, saves=name == "asave", deletes=name == "adelete_thread"),
+                )
 
     def __init__(self) -> None:
         self.state_type: type[AgentState] = AgentState

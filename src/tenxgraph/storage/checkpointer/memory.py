@@ -246,8 +246,11 @@ class InMemoryCheckpointer(BaseCheckpointer):
             victims.append(thread_id)
             threads -= 1
             size -= thread.size
+        release = getattr(self.media_store, "release_thread_now", None)  # in-memory media
         for thread_id in victims:
             self._drop(thread_id)
+            if release is not None:
+                release(thread_id)
         if victims and not self._dropped:
             logger.warning(
                 "InMemoryCheckpointer (max_threads=%s, max_bytes=%s) is full and drops its "

@@ -194,6 +194,7 @@ class PgCheckpointer(BaseCheckpointer):
             raise ValueError("retries must be >= 0")
         load_asyncpg("PgCheckpointer")  # fail here, with the install hint, not on first use
         self._external_pool = pool
+        self._dsn = dsn  # for the default media store (`storage.media.defaults`)
         self.schema = schema
         self._s = f'"{schema}"'
         self._max_size = max_size

@@ -1,0 +1,50 @@
+"""An Agent's media pre-pass: a request's stored media references become inline data (from
+the running graph's media store) and the `MultimodalConfig` is applied, before the wire
+conversion sees the messages (`tenxgraph.storage.media.resolve`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from tenxgraph.core.graph.nesting import current_run
+from tenxgraph.core.llm.request import ModelRequest
+
+if TYPE_CHECKING:
+    from tenxgraph.storage.media.config import MultimodalConfig
+
+_MEDIA_TYPES = frozenset({"image", "audio", "video", "document", "data"})
+
+
+async def with_media_resolved(request: ModelRequest, config: MultimodalConfig | None) -> Any:
+    """`request`, its messages' media resolved; the same request when it has none."""
+    if not any(
+        getattr(block, "type", None) in _MEDIA_TYPES
+        for message in request.messages
+        for block in message.content
+    ):
+        return request
+    from tenxgraph.storage.media.resolve import resolve_media
+
+    run = current_run.get()
+    media = None if run is None else run.program.media
+    store = None if media is None else media.store
+    messages = await resolve_media(request.messages, store, config)
+    return dataclasses.replace(request, messages=messages)
+
+
+def check_multimodal_config(config: Any) -> Any:
+    """`Agent(multimodal_config=...)`: a `MultimodalConfig` or None."""
+    if config is None:
+        return None
+    from tenxgraph.storage.media.config import MultimodalConfig
+
+    if not isinstance(config, MultimodalConfig):
+        raise TypeError(
+            "multimodal_config must be a tenxgraph.storage.media.config.MultimodalConfig, "
+            f"not {type(config).__name__}"
+        )
+    return config
+
+
+__all__ = ["check_multimodal_config", "with_media_resolved"]

@@ -1,0 +1,180 @@
+"""`PostgresMediaStore`: blobs in PostgreSQL (`bytea`), in their own tables (`_sql`) of a
+schema, never in the message rows. The default media store of a `PgCheckpointer` uses its
+DSN or pool and schema.
+
+asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from tenxgraph.core.exceptions import TransientStorageError
+from tenxgraph.storage.checkpointer._pg_pools import (
+    Connection,
+    Pool,
+    advisory_key,
+    check_schema,
+    dsn_pools,
+    is_transient,
+    load_asyncpg,
+    noop,
+)
+from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
+from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
+
+T = TypeVar("T")
+_BACKOFF_SECONDS = 0.05
+
+
+class PostgresMediaStore(MediaStore):
+    """Blobs in PostgreSQL: exactly one of `dsn` (pools of its own, one per event loop) or
+    `pool` (an asyncpg pool shared with, say, the checkpointer), in `schema`."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: Pool | None = None,
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 10,
+        retries: int = 3,
+    ) -> None:
+        if (dsn is None) == (pool is None):
+            raise ValueError("PostgresMediaStore needs exactly one of dsn=... or pool=...")
+        check_schema(schema)
+        load_asyncpg("PostgresMediaStore")
+        self.schema = schema
+        self._s = f'"{schema}"'
+        self._external_pool = pool
+        self._retries = retries
+        self._pools = dsn_pools(dsn, min_size, max_size, "PostgresMediaStore")
+        self._ready = False
+        self._lock_key = advisory_key(f"tenxgraph-media:{schema}")
+
+    def __repr__(self) -> str:
+        return f"PostgresMediaStore(schema={self.schema!r})"
+
+    async def _ensure_tables(self, conn: Connection) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._s}")
+            for statement in schema("BYTEA", "DOUBLE PRECISION", f"{self._s}."):
+                await conn.execute(statement)
+
+    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        """`operation` on a pooled connection, retrying transient failures (every call is
+        safe to repeat)."""
+        attempt = 0
+        while True:
+            try:
+                pool = self._external_pool or await self._pools.get()
+                async with self._pools.connection(pool) as conn:
+                    if not self._ready:
+                        await self._ensure_tables(conn)
+                        self._ready = True
+                    return await operation(conn)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if attempt >= self._retries:
+                    raise TransientStorageError(
+                        f"PostgreSQL media store: gave up after {attempt + 1} attempts: "
+                        f"{type(exc).__name__}: {exc}",
+                        context={"attempts": attempt + 1},
+                    ) from exc
+            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
+            attempt += 1
+
+    async def asetup(self) -> None:
+        await self._run(noop)
+
+    async def aclose(self) -> None:
+        await self._pools.aclose()
+
+    # -- the store ---------------------------------------------------------------------------
+
+    async def _write(self, sha256: str, data: bytes, mime_type: str, now: float) -> None:
+        query = (
+            f"INSERT INTO {self._s}.{BLOBS} (sha256, mime_type, size_bytes, created_at, data) "
+            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sha256) DO NOTHING"
+        )
+        await self._run(lambda conn: conn.execute(query, sha256, mime_type, len(data), now, data))
+
+    async def _read(self, sha256: str) -> bytes | None:
+        query = f"SELECT data FROM {self._s}.{BLOBS} WHERE sha256 = $1"
+        data = await self._run(lambda conn: conn.fetchval(query, sha256))
+        return None if data is None else bytes(data)
+
+    async def ainfo(self, sha256: str) -> StoredMedia | None:
+        query = f"{self._info_query()} WHERE sha256 = $1"
+        row = await self._run(lambda conn: conn.fetchrow(query, sha256))
+        return None if row is None else _info(row)
+
+    def _info_query(self) -> str:
+        return f"SELECT sha256, size_bytes, mime_type, created_at FROM {self._s}.{BLOBS}"
+
+    async def adelete(self, sha256: str) -> bool:
+        query = (
+            f"WITH gone AS (DELETE FROM {self._s}.{OWNERS} WHERE sha256 = $1) "
+            f"DELETE FROM {self._s}.{BLOBS} WHERE sha256 = $1 RETURNING sha256"
+        )
+        return await self._run(lambda conn: conn.fetchval(query, sha256)) is not None
+
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
+        wanted = sorted(set(sha256s))
+        if not wanted:
+            return
+        query = (
+            f"INSERT INTO {self._s}.{OWNERS} (thread_id, sha256) SELECT $1, sha256 "
+            f"FROM {self._s}.{BLOBS} WHERE sha256 = ANY($2::text[]) ON CONFLICT DO NOTHING"
+        )
+        await self._run(lambda conn: conn.execute(query, thread_id, wanted))
+
+    async def aowners(self, sha256: str) -> set[str]:
+        query = f"SELECT thread_id FROM {self._s}.{OWNERS} WHERE sha256 = $1"
+        rows = await self._run(lambda conn: conn.fetch(query, sha256))
+        return {str(row[0]) for row in rows}
+
+    async def arelease_thread(self, thread_id: str) -> list[str]:
+        released = f"DELETE FROM {self._s}.{OWNERS} WHERE thread_id = $1 RETURNING sha256"
+        query = (
+            f"DELETE FROM {self._s}.{BLOBS} b WHERE b.sha256 = ANY($1::text[]) "
+            f"AND {self._unowned()} RETURNING b.sha256"
+        )
+
+        async def release(conn: Connection) -> list[str]:
+            async with conn.transaction():
+                shas = [str(row[0]) for row in await conn.fetch(released, thread_id)]
+                if not shas:
+                    return []
+                return sorted(str(row[0]) for row in await conn.fetch(query, shas))
+
+        return await self._run(release)
+
+    def _unowned(self) -> str:
+        return f"NOT EXISTS (SELECT 1 FROM {self._s}.{OWNERS} o WHERE o.sha256 = b.sha256)"
+
+    async def agc(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[str]:
+        query = (
+            f"DELETE FROM {self._s}.{BLOBS} b WHERE b.created_at <= $1 AND {self._unowned()} "
+            "RETURNING b.sha256"
+        )
+        cutoff = self._cutoff(older_than)
+        rows = await self._run(lambda conn: conn.fetch(query, cutoff))
+        return sorted(str(row[0]) for row in rows)
+
+    async def alist(self) -> list[StoredMedia]:
+        query = f"{self._info_query()} ORDER BY sha256"
+        rows = await self._run(lambda conn: conn.fetch(query))
+        return [_info(row) for row in rows]
+
+
+def _info(row: Any) -> StoredMedia:
+    return StoredMedia(str(row[0]), int(row[1]), str(row[2]), float(row[3]))
+
+
+__all__ = ["PostgresMediaStore"]

@@ -1,0 +1,172 @@
+"""`SqliteMediaStore`: blobs in a SQLite file, in their own tables (`_sql`), never in the
+message rows. The default media store of a file-backed `SqliteCheckpointer` uses its file.
+
+One `sqlite3` connection per store, used by one call at a time (a lock) in a worker thread,
+like `SqliteStore`: any event loop can use the same store. Each call is one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tenxgraph.storage.checkpointer._sql import sqlite_error
+from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
+from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
+
+T = TypeVar("T")
+
+_INFO = f"SELECT sha256, size_bytes, mime_type, created_at FROM {BLOBS}"
+
+
+class SqliteMediaStore(MediaStore):
+    """Blobs in the SQLite file `db_path` (e.g. the checkpointer's)."""
+
+    def __init__(self, db_path: str | Path, *, busy_timeout: float = 5.0) -> None:
+        if str(db_path) == ":memory:":
+            raise ValueError("SqliteMediaStore keeps blobs in a file; use InMemoryMediaStore()")
+        self.db_path = Path(db_path).expanduser()
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteMediaStore({str(self.db_path)!r})"
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.db_path, isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            for statement in schema("BLOB", "REAL"):
+                conn.execute(statement)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._open()
+                return work(self._conn)
+        except sqlite3.Error as exc:
+            where = repr(str(self.db_path))
+            raise sqlite_error(exc, "media store", where, self.db_path, self._busy_timeout) from exc
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._call, work)
+
+    async def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._run(run)
+
+    async def asetup(self) -> None:
+        await self._run(lambda conn: None)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- the store ---------------------------------------------------------------------------
+
+    async def _write(self, sha256: str, data: bytes, mime_type: str, now: float) -> None:
+        query = (
+            f"INSERT INTO {BLOBS} (sha256, mime_type, size_bytes, created_at, data) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING"
+        )
+        args = (sha256, mime_type, len(data), now, data)
+        await self._run(lambda conn: conn.execute(query, args))
+
+    async def _read(self, sha256: str) -> bytes | None:
+        query = f"SELECT data FROM {BLOBS} WHERE sha256 = ?"
+        row = await self._run(lambda conn: conn.execute(query, (sha256,)).fetchone())
+        return None if row is None else bytes(row[0])
+
+    async def ainfo(self, sha256: str) -> StoredMedia | None:
+        query = f"{_INFO} WHERE sha256 = ?"
+        row = await self._run(lambda conn: conn.execute(query, (sha256,)).fetchone())
+        return None if row is None else _info(row)
+
+    async def adelete(self, sha256: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            conn.execute(f"DELETE FROM {OWNERS} WHERE sha256 = ?", (sha256,))
+            return conn.execute(f"DELETE FROM {BLOBS} WHERE sha256 = ?", (sha256,)).rowcount > 0
+
+        return await self._transaction(delete)
+
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
+        wanted = sorted(set(sha256s))
+        if not wanted:
+            return
+        marks = ", ".join("?" * len(wanted))
+        query = (
+            f"INSERT INTO {OWNERS} (thread_id, sha256) SELECT ?, sha256 FROM {BLOBS} "
+            f"WHERE sha256 IN ({marks}) ON CONFLICT DO NOTHING"
+        )
+        await self._run(lambda conn: conn.execute(query, (thread_id, *wanted)))
+
+    async def aowners(self, sha256: str) -> set[str]:
+        query = f"SELECT thread_id FROM {OWNERS} WHERE sha256 = ?"
+        rows = await self._run(lambda conn: conn.execute(query, (sha256,)).fetchall())
+        return {str(row[0]) for row in rows}
+
+    async def arelease_thread(self, thread_id: str) -> list[str]:
+        def release(conn: sqlite3.Connection) -> list[str]:
+            query = f"DELETE FROM {OWNERS} WHERE thread_id = ? RETURNING sha256"
+            released = [str(row[0]) for row in conn.execute(query, (thread_id,)).fetchall()]
+            return _delete_unowned(conn, released, None)
+
+        return await self._transaction(release)
+
+    async def agc(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[str]:
+        cutoff = self._cutoff(older_than)
+        return await self._transaction(lambda conn: _delete_unowned(conn, None, cutoff))
+
+    async def alist(self) -> list[StoredMedia]:
+        rows = await self._run(lambda conn: conn.execute(f"{_INFO} ORDER BY sha256").fetchall())
+        return [_info(row) for row in rows]
+
+
+def _delete_unowned(
+    conn: sqlite3.Connection, among: list[str] | None, cutoff: float | None
+) -> list[str]:
+    """Delete the blobs no thread owns: those of `among` (None: all) created by `cutoff`."""
+    where = f"NOT EXISTS (SELECT 1 FROM {OWNERS} o WHERE o.sha256 = {BLOBS}.sha256)"
+    args: list[Any] = []
+    if among is not None:
+        if not among:
+            return []
+        where += f" AND sha256 IN ({', '.join('?' * len(among))})"
+        args += among
+    if cutoff is not None:
+        where += " AND created_at <= ?"
+        args.append(cutoff)
+    rows = conn.execute(f"DELETE FROM {BLOBS} WHERE {where} RETURNING sha256", args).fetchall()
+    return sorted(str(row[0]) for row in rows)
+
+
+def _info(row: Any) -> StoredMedia:
+    return StoredMedia(str(row[0]), int(row[1]), str(row[2]), float(row[3]))
+
+
+__all__ = ["SqliteMediaStore"]

@@ -1,0 +1,172 @@
+"""The behaviour every media store shares, run against memory, a local directory, SQLite and
+PostgreSQL (when TENXGRAPH_TEST_PG_DSN names a server)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tenxgraph.core.exceptions import ResourceNotFoundError
+from tenxgraph.core.state import MediaRef
+from tenxgraph.storage.media import (
+    InMemoryMediaStore,
+    LocalMediaStore,
+    MediaStore,
+    media_url,
+    stored_sha256,
+)
+from tenxgraph.storage.media import base as media_base
+from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+@pytest.fixture(params=["memory", "local", "sqlite", "postgres"])
+async def media(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MediaStore]:
+    store: MediaStore
+    schema = None
+    if request.param == "memory":
+        store = InMemoryMediaStore()
+    elif request.param == "local":
+        store = LocalMediaStore(tmp_path / "media")
+    elif request.param == "sqlite":
+        from tenxgraph.storage.media import SqliteMediaStore
+
+        store = SqliteMediaStore(tmp_path / "media.db")
+    else:
+        dsn, schema = pg_dsn(), fresh_schema()
+        from tenxgraph.storage.media import PostgresMediaStore
+
+        store = PostgresMediaStore(dsn, schema=schema, max_size=2)
+    await store.asetup()
+    try:
+        yield store
+    finally:
+        await store.aclose()
+        if schema is not None:
+            await drop_schema(pg_dsn(), schema)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    now = [1_000.0]
+    monkeypatch.setattr(media_base, "_clock", lambda: now[0])
+    return now
+
+
+async def test_put_returns_a_reference_by_sha256_and_get_reads_the_bytes_back(
+    media: MediaStore,
+) -> None:
+    ref = await media.aput(PNG, "image/png", filename="a.png")
+    sha = hashlib.sha256(PNG).hexdigest()
+    assert ref == MediaRef(
+        kind="url",
+        url=f"tenxgraph://media/{sha}",
+        sha256=sha,
+        size_bytes=len(PNG),
+        mime_type="image/png",
+        filename="a.png",
+    )
+    assert stored_sha256(ref) == sha
+    assert media_url(sha) == ref.url
+    assert await media.aget(sha) == PNG
+    assert await media.ahas(sha)
+    info = await media.ainfo(sha)
+    assert info is not None
+    assert (info.size_bytes, info.mime_type) == (len(PNG), "image/png")
+
+
+async def test_the_same_bytes_are_stored_once(media: MediaStore) -> None:
+    first = await media.aput(PNG, "image/png")
+    second = await media.aput(bytearray(PNG), "image/png")
+    await media.aput(b"other", "text/plain")
+    assert first.url == second.url
+    assert [i.sha256 for i in await media.alist()] == sorted(
+        [hashlib.sha256(PNG).hexdigest(), hashlib.sha256(b"other").hexdigest()]
+    )
+
+
+async def test_an_unknown_blob_is_a_resource_not_found_error(media: MediaStore) -> None:
+    sha = "0" * 64
+    assert not await media.ahas(sha)
+    assert await media.ainfo(sha) is None
+    with pytest.raises(ResourceNotFoundError, match=sha):
+        await media.aget(sha)
+    with pytest.raises(ValueError, match="sha256"):
+        await media.aget("../etc/passwd")
+
+
+async def test_bad_arguments_are_refused(media: MediaStore) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        await media.aput("text", "text/plain")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="MIME"):
+        await media.aput(b"x", "png")
+
+
+async def test_delete_removes_the_blob_and_its_owners(media: MediaStore) -> None:
+    ref = await media.aput(PNG, "image/png")
+    sha = str(ref.sha256)
+    await media.aadd_owners("t1", [sha])
+    assert await media.adelete(sha)
+    assert not await media.ahas(sha)
+    assert await media.aowners(sha) == set()
+    assert not await media.adelete(sha)
+
+
+async def test_releasing_a_thread_deletes_only_the_blobs_no_other_thread_owns(
+    media: MediaStore,
+) -> None:
+    shared = str((await media.aput(PNG, "image/png")).sha256)
+    own = str((await media.aput(b"only t1", "text/plain")).sha256)
+    await media.aadd_owners("t1", [shared, own])
+    await media.aadd_owners("t1", [shared])  # idempotent
+    await media.aadd_owners("t2", [shared])
+    assert await media.aowners(shared) == {"t1", "t2"}
+    assert await media.arelease_thread("t1") == [own]
+    assert not await media.ahas(own)
+    assert await media.ahas(shared)
+    assert await media.aowners(shared) == {"t2"}
+    assert await media.arelease_thread("t2") == [shared]
+    assert await media.alist() == []
+    assert await media.arelease_thread("never") == []
+
+
+async def test_owning_a_blob_the_store_does_not_hold_records_nothing(media: MediaStore) -> None:
+    await media.aadd_owners("t1", ["f" * 64])
+    assert await media.aowners("f" * 64) == set()
+
+
+async def test_gc_sweeps_unowned_blobs_older_than_the_grace_period(
+    media: MediaStore, clock: list[float]
+) -> None:
+    old = str((await media.aput(b"old, never used", "text/plain")).sha256)
+    kept = str((await media.aput(b"old, owned", "text/plain")).sha256)
+    await media.aadd_owners("t", [kept])
+    clock[0] += 100
+    young = str((await media.aput(b"just put", "text/plain")).sha256)
+    assert await media.agc(older_than=50) == [old]
+    assert {i.sha256 for i in await media.alist()} == {kept, young}
+    clock[0] += 100
+    assert await media.agc(older_than=50) == [young]
+
+
+async def test_a_new_instance_on_the_same_storage_reads_what_another_wrote(
+    tmp_path: Path,
+) -> None:
+    from tenxgraph.storage.media import SqliteMediaStore
+
+    for make in (
+        lambda: LocalMediaStore(tmp_path / "m"),
+        lambda: SqliteMediaStore(tmp_path / "m.db"),
+    ):
+        first = make()
+        ref = await first.aput(PNG, "image/png")
+        await first.aadd_owners("t", [str(ref.sha256)])
+        await first.aclose()
+        second = make()
+        assert await second.aget(str(ref.sha256)) == PNG
+        assert await second.aowners(str(ref.sha256)) == {"t"}
+        await second.aclose()
