@@ -13,6 +13,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
+import base64
 import json
 from typing import Any
 
@@ -476,3 +477,62 @@ def test_claude_on_vertex_follows_anthropic_rules() -> None:
         "type": "file",
         "file": {"file_data": f"data:audio/wav;base64,{WAV}", "format": "audio/wav"},
     }
+
+
+# -- URLs Gemini would download: tenxgraph downloads them, through its safe fetcher -----------
+
+
+def gemini_image_turn(url: str) -> dict[str, Any]:
+    image = ImageBlock(media=MediaRef(kind="url", url=url, mime_type="image/png"))
+    return {"messages": [Message.multimodal_message([TextBlock(text="Look."), image])]}
+
+
+async def test_an_agent_fetches_url_media_for_gemini_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from litellm.litellm_core_utils.prompt_templates import image_handling
+
+    from tenxgraph.core.graph import Agent
+    from tenxgraph.storage.media import fetch
+    from tests.core.graph._support import linear
+
+    asked: list[str] = []
+
+    async def fetch_media(url: str, *, policy: Any = None) -> fetch.Fetched:
+        asked.append(url)
+        return fetch.Fetched(base64.b64decode(PNG), "image/png", url)
+
+    async def litellm_download(url: str, **_: Any) -> str:
+        raise AssertionError(f"litellm downloaded {url} itself")
+
+    monkeypatch.setattr(fetch, "fetch_media", fetch_media)
+    monkeypatch.setattr(image_handling, "async_convert_url_to_base64", litellm_download)
+    gemini = PROVIDERS["gemini"]
+    app = linear(("agent", Agent(gemini.model, **gemini.call_settings())))
+    with respx.mock(using="httpx") as mock:
+        route = gemini.route(mock).mock(return_value=httpx.Response(200, json=answer_json(gemini)))
+        await app.ainvoke(gemini_image_turn("https://images.example/cat.png"))
+    assert asked == ["https://images.example/cat.png"]
+    part = user_parts("gemini", json.loads(route.calls.last.request.content))[1]
+    assert part["inline_data"] == {"mime_type": "image/png", "data": PNG}
+
+
+async def test_a_url_gemini_would_download_from_a_private_address_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenxgraph.core.exceptions import UnsafeURLError
+    from tenxgraph.core.graph import Agent
+    from tenxgraph.storage.media import fetch
+    from tests.core.graph._support import linear
+
+    async def metadata_service(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    monkeypatch.setattr(fetch, "resolve", metadata_service)
+    gemini = PROVIDERS["gemini"]
+    app = linear(("agent", Agent(gemini.model, **gemini.call_settings())))
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        route = gemini.route(mock).mock(return_value=httpx.Response(200, json=answer_json(gemini)))
+        with pytest.raises(UnsafeURLError, match=r"169\.254\.169\.254"):
+            await app.ainvoke(gemini_image_turn("https://innocent.example/latest/meta-data"))
+    assert route.call_count == 0

@@ -373,7 +373,9 @@ class Agent:
         is False. Unknown setting names are a ValueError. A ``"model"`` setting changes the
         model asked (its fallbacks stay); on another provider the Agent's own key and base
         URL are not sent to it."""
-        request = await with_media_resolved(await self.build_request(state), self.multimodal_config)
+        request = await with_media_resolved(
+            await self.build_request(state), self.multimodal_config, self._provider_of
+        )
         config = config or {}
         layers: list[dict[str, Any]] = []
         own = self.call_settings(state, config if isinstance(config, dict) else dict(config))
@@ -435,6 +437,16 @@ class Agent:
         if function is None or isinstance(function, Mapping):
             return None
         return function(state, config)
+
+    def _provider_of(self, model: str) -> str | None:
+        """The provider `model` goes to through this Agent's client, when it can tell."""
+        provider = getattr(self._routes[0].client, "provider", None)
+        if not callable(provider):
+            return None
+        try:
+            return str(provider(model))
+        except GraphError:
+            return None
 
     def _same_provider(self, a: str, b: str) -> bool:
         provider = getattr(self._routes[0].client, "provider", None)

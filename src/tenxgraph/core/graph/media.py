@@ -5,6 +5,7 @@ conversion sees the messages (`tenxgraph.storage.media.resolve`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.graph.nesting import current_run
@@ -16,8 +17,18 @@ if TYPE_CHECKING:
 _MEDIA_TYPES = frozenset({"image", "audio", "video", "document", "data"})
 
 
-async def with_media_resolved(request: ModelRequest, config: MultimodalConfig | None) -> Any:
-    """`request`, its messages' media resolved; the same request when it has none."""
+#: providers litellm sends URL media to by downloading it first: tenxgraph downloads it
+#: instead, through its safe fetcher (private addresses refused), and sends it inline
+DOWNLOADING = frozenset({"gemini", "vertex_ai"})
+
+
+async def with_media_resolved(
+    request: ModelRequest,
+    config: MultimodalConfig | None,
+    provider: Callable[[str], str | None] | None = None,
+) -> Any:
+    """`request`, its messages' media resolved; the same request when it has none.
+    `provider(model)` names the provider the request goes to, when it can be told."""
     if not any(
         getattr(block, "type", None) in _MEDIA_TYPES
         for message in request.messages
@@ -29,7 +40,8 @@ async def with_media_resolved(request: ModelRequest, config: MultimodalConfig | 
     run = current_run.get()
     media = None if run is None else run.program.media
     store = None if media is None else media.store
-    messages = await resolve_media(request.messages, store, config)
+    fetch_urls = provider is not None and provider(request.model) in DOWNLOADING
+    messages = await resolve_media(request.messages, store, config, fetch_urls)
     return dataclasses.replace(request, messages=messages)
 
 

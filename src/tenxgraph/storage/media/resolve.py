@@ -19,11 +19,16 @@ _MB = 1024 * 1024
 
 
 async def resolve_media(
-    messages: Sequence[Message], store: MediaStore | None, config: MultimodalConfig | None
+    messages: Sequence[Message],
+    store: MediaStore | None,
+    config: MultimodalConfig | None,
+    fetch_urls: bool = False,
 ) -> list[Message]:
     """`messages` ready for the wire: see the module docstring. Without a config, stored
-    references are inlined and everything else is left as it is. `ValueError` (naming the
-    message) for a stored reference without a store, or media the config refuses."""
+    references are inlined and everything else is left as it is; with `fetch_urls` (a
+    provider that would download URLs itself: Gemini), every http(s) URL is fetched here,
+    through the safe fetcher, and sent inline. `ValueError` (naming the message) for a stored
+    reference without a store, or media the config refuses."""
     out: list[Message] = []
     for message in messages:
         if not has_media(message):
@@ -31,7 +36,7 @@ async def resolve_media(
             continue
 
         async def resolve(block: Any, media: MediaRef, kind: str, m: Message = message) -> Any:
-            return await _resolve_one(m, media, kind, store, config)
+            return await _resolve_one(m, media, kind, store, config, fetch_urls)
 
         out.append(await rewrite_message(message, resolve))
     return out
@@ -43,6 +48,7 @@ async def _resolve_one(
     kind: str,
     store: MediaStore | None,
     config: MultimodalConfig | None,
+    fetch_urls: bool = False,
 ) -> MediaRef | None:
     where = f"message {message.message_id!r}"
     sha = stored_sha256(media)
@@ -56,10 +62,9 @@ async def _resolve_one(
         data = await store.aget(sha)
         new = _inline(media, data, media.mime_type)
     elif (
-        config is not None
-        and media.kind == "url"
+        media.kind == "url"
         and _is_http(media.url)
-        and _handling(config, kind) == "base64"
+        and (fetch_urls or (config is not None and _handling(config, kind) == "base64"))
     ):
         fetched = await _fetch(str(media.url), config, kind)
         new = _inline(media, fetched.data, media.mime_type or fetched.mime_type)
@@ -68,11 +73,13 @@ async def _resolve_one(
     return new
 
 
-async def _fetch(url: str, config: MultimodalConfig, kind: str) -> Any:
+async def _fetch(url: str, config: MultimodalConfig | None, kind: str) -> Any:
     """`url`'s bytes through the safe fetcher (imported on first use), within the config's
-    size and MIME type limits for `kind` (image or document)."""
+    size and MIME type limits for `kind` (image or document; others: the fetcher's own)."""
     from tenxgraph.storage.media import fetch
 
+    if config is None or kind not in ("image", "document"):
+        return await fetch.fetch_media(url)
     image = kind == "image"
     limit = config.max_image_size_mb if image else config.max_document_size_mb
     types = config.supported_image_types if image else config.supported_document_types
