@@ -300,3 +300,19 @@ def test_hand_built_calls_whose_arguments_do_not_parse_go_out_as_an_empty_object
     )
     calls = to_wire([message])[0]["tool_calls"]
     assert [c["function"]["arguments"] for c in calls] == ["{}", "{}", '{"x": 1}']
+
+
+def test_media_in_an_assistant_turn_is_named_not_dropped() -> None:
+    # providers take text only in assistant turns: an image a model made earlier is replaced
+    # by a note saying so, never silently left out
+    from tenxgraph.core.state.message_block import ImageBlock, MediaRef, TextBlock
+
+    image = ImageBlock(media=MediaRef(kind="url", url="https://images.example/made.png"))
+    answer = Message(role="assistant", content=[TextBlock(text="Here it is."), image])
+    for provider in ("openai", "anthropic", "gemini"):
+        (sent,) = to_wire([answer], provider)
+        assert sent["role"] == "assistant"
+        assert (
+            sent["content"]
+            == "Here it is.\n[1 image part(s) of this earlier answer are not shown again]"
+        )

@@ -138,9 +138,18 @@ def _text_part(block: TextBlock) -> dict[str, Any]:
     return {"type": "text", "text": block.text, "cache_control": dict(block.cache_control)}
 
 
+#: media an assistant turn holds (an image a model made, say): providers take text only there
+_ASSISTANT_MEDIA = frozenset({"image", "audio", "video", "document", "data"})
+
+
 def _assistant(message: Message, replay_thinking: bool) -> dict[str, Any]:
     texts = [b for b in message.content if isinstance(b, TextBlock)]
     text = "".join(b.text for b in texts)
+    media = [b for b in message.content if getattr(b, "type", None) in _ASSISTANT_MEDIA]
+    if media:  # said, not dropped: the model learns it gave something it cannot see again
+        kinds = ", ".join(sorted({str(getattr(b, "type", "")) for b in media}))
+        note = f"[{len(media)} {kinds} part(s) of this earlier answer are not shown again]"
+        text = f"{text}\n{note}" if text else note
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
     if any(b.cache_control is not None for b in texts):  # parts, to keep the breakpoint
         out["content"] = [_text_part(b) for b in texts]
