@@ -13,7 +13,7 @@ from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.results import RunResult, StateT
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
-from tenxgraph.core.graph.subgraph import Compiled, Subgraph, child_thread_id
+from tenxgraph.core.graph.subgraph import Subgraph, child_thread_id
 from tenxgraph.core.graph.threads import Threads
 from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.core.state.context_manager import BaseContextManager
@@ -27,6 +27,7 @@ from tenxgraph.utils.sync_bridge import SyncBridge
 
 if TYPE_CHECKING:
     from tenxgraph.core.graph.drawing import DrawableGraph
+    from tenxgraph.core.graph.subgraph import Compiled
     from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer, CheckpointInfo
     from tenxgraph.storage.media.base import MediaStore

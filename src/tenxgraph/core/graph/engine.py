@@ -34,7 +34,7 @@ from tenxgraph.core.graph.merge import (
     tail,
     view_of,
 )
-from tenxgraph.core.graph.nesting import Nesting, Parent, current_run
+from tenxgraph.core.graph.nesting import Nesting, current_run
 from tenxgraph.core.graph.node import ASYNC_GEN, NodeOutput, NodeSpec
 from tenxgraph.core.graph.opening import Opening
 from tenxgraph.core.graph.program import Program
@@ -57,6 +57,7 @@ from tenxgraph.utils.constants import START, ResponseGranularity
 from tenxgraph.utils.interrupt import GraphInterrupt
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph.nesting import Parent
     from tenxgraph.core.graph.results import RunResult
 
 _STOP_POLL_SECONDS = 0.05

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.nesting import Nesting, current_run
@@ -45,16 +45,19 @@ if TYPE_CHECKING:
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 
-class Compiled(Protocol):
-    """What a subgraph node needs of a compiled graph (`CompiledGraph`, which imports this
-    module: named by its shape, not imported back)."""
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    name: str
-    _program: Program
-    _threads: Threads
+    class Compiled(Protocol):
+        """What a subgraph node needs of a compiled graph (`CompiledGraph`, which imports this
+        module: named by its shape, not imported back)."""
 
-    @property
-    def state_type(self) -> type[AgentState]: ...  # (read-only: a graph's is its own)
+        name: str
+        _program: Program
+        _threads: Threads
+
+        @property
+        def state_type(self) -> type[AgentState]: ...  # (read-only: a graph's is its own)
 
 
 #: config keys of the parent's run that are not the child's

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
@@ -23,7 +23,6 @@ from tenxgraph.core.state._construct import (
     assemble,
     template,
 )
-from tenxgraph.core.state.media_input import MediaSink, check_sink, read_media_file
 from tenxgraph.core.state.message_block import (
     AudioBlock,
     ContentBlock,
@@ -36,6 +35,9 @@ from tenxgraph.core.state.message_block import (
     VideoBlock,
 )
 from tenxgraph.core.state.sealed import SEALED_HINT, SealedError, is_sealed
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.media_input import MediaSink
 
 Role = Literal["user", "assistant", "system", "tool"]
 _ROLES = frozenset(("user", "assistant", "system", "tool"))
@@ -245,6 +247,8 @@ class Message(BaseModel):
     ) -> Message:
         """Embed a file as base64; its MIME type picks an image, audio, video or document block."""
         path = Path(file_path)
+        from tenxgraph.core.state.media_input import read_media_file
+
         data, mime = read_media_file(path, mime_type, "Message.from_file")
         media = MediaRef(
             kind="data",
@@ -270,6 +274,8 @@ class Message(BaseModel):
     ) -> Message:
         """An image whose bytes go to `store` (a media store: `app.media_store`, or any
         `tenxgraph.storage.media.MediaStore`); the message holds only its `MediaRef`."""
+        from tenxgraph.core.state.media_input import check_sink
+
         media = await check_sink(store, "Message.with_image").aput(bytes(data), mime_type)
         blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
         blocks.append(ImageBlock(media=media))
@@ -287,6 +293,8 @@ class Message(BaseModel):
     ) -> Message:
         """A file whose bytes go to `store`, as `from_file` picks its block by MIME type."""
         import asyncio
+
+        from tenxgraph.core.state.media_input import check_sink, read_media_file
 
         sink = check_sink(store, "Message.with_file")
         data, mime = await asyncio.to_thread(

@@ -9,7 +9,7 @@ imports this module whether or not a run has a budget.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import BudgetExceededError
 
@@ -33,26 +33,29 @@ FINAL_NOTE = (
 )
 
 
-class Budget(Protocol):
-    """What a meter reads of a `tenxgraph.core.state.budget.Budget` (which imports this
-    module: named by its shape, not imported back)."""
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    @property
-    def max_model_calls(self) -> int | None: ...
-    @property
-    def max_tool_calls(self) -> int | None: ...
-    @property
-    def max_output_tokens(self) -> int | None: ...
-    @property
-    def max_total_tokens(self) -> int | None: ...
-    @property
-    def on_exceeded(self) -> str: ...
-    @property
-    def final_answer(self) -> bool: ...
+    class Budget(Protocol):
+        """What a meter reads of a `tenxgraph.core.state.budget.Budget` (which imports this
+        module: named by its shape, not imported back)."""
 
-    def tightest(self, other: Any) -> Any: ...
+        @property
+        def max_model_calls(self) -> int | None: ...
+        @property
+        def max_tool_calls(self) -> int | None: ...
+        @property
+        def max_output_tokens(self) -> int | None: ...
+        @property
+        def max_total_tokens(self) -> int | None: ...
+        @property
+        def on_exceeded(self) -> str: ...
+        @property
+        def final_answer(self) -> bool: ...
 
-    def limits(self) -> dict[str, int | float]: ...
+        def tightest(self, other: Any) -> Any: ...
+
+        def limits(self) -> dict[str, int | float]: ...
 
 
 class BudgetSpent(BaseException):
