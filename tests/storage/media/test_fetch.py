@@ -8,6 +8,7 @@ default, so fetches from it pass `allow_hosts=["127.0.0.1"]`; names are resolved
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import functools
@@ -468,3 +469,27 @@ def test_the_policy_is_frozen_and_hashable() -> None:
     assert policy.allows_address(ipaddress.ip_address("::ffff:10.9.9.9"))
     with pytest.raises(ValueError, match="max_bytes"):
         FetchPolicy(max_bytes=0)
+
+
+# --- a message from a URL --------------------------------------------------------------------
+
+
+async def test_a_message_from_a_url_holds_what_it_serves(server: Server) -> None:
+    from tenxgraph.storage.media import InMemoryMediaStore
+    from tenxgraph.storage.media.fetch import message_from_url
+
+    url = f"{server.base}/image.png"
+    inline = await message_from_url(url, policy=LOCAL, text="what is this?")
+    assert [b.type for b in inline.content] == ["text", "image"]
+    assert base64.b64decode(str(inline.content[1].media.data_base64)) == PNG
+    store = InMemoryMediaStore()
+    stored = await message_from_url(url, policy=LOCAL, store=store)
+    ref = stored.content[0].media
+    assert await store.aget(str(ref.sha256)) == PNG
+
+
+async def test_a_message_from_a_private_url_is_refused(server: Server) -> None:
+    from tenxgraph.storage.media.fetch import message_from_url
+
+    with pytest.raises(UnsafeURLError):
+        await message_from_url(f"{server.base}/image.png")  # loopback, without allow_hosts

@@ -259,7 +259,7 @@ class Message(BaseModel):
             sha256=hashlib.sha256(data).hexdigest(),
         )
         blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
-        blocks.append(_media_block(mime.split("/", 1)[0], media))
+        blocks.append(media_block(mime.split("/", 1)[0], media))
         return cls(message_id=generate_id(message_id), role=role, content=blocks)
 
     @classmethod
@@ -302,7 +302,7 @@ class Message(BaseModel):
         )
         media = await sink.aput(data, mime, filename=Path(file_path).name)
         blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []
-        blocks.append(_media_block(mime.split("/", 1)[0], media))
+        blocks.append(media_block(mime.split("/", 1)[0], media))
         return cls(message_id=generate_id(message_id), role=role, content=blocks)
 
     def __delattr__(self, name: str) -> None:
@@ -335,7 +335,7 @@ class Message(BaseModel):
         """Append `media` to the content as an image, audio, video or document block."""
         if as_type not in _MEDIA_BLOCKS:
             raise ValueError(f"as_type must be one of {sorted(_MEDIA_BLOCKS)}, not {as_type!r}")
-        self.content.append(_media_block(as_type, media))
+        self.content.append(media_block(as_type, media))
 
 
 # _text_message sets every field that has a default factory itself; keep it that way.
@@ -424,9 +424,9 @@ _MEDIA_BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | DocumentBlo
 }
 
 
-def _media_block(kind: str, media: MediaRef) -> ContentBlock:
+def media_block(kind: str, media: MediaRef) -> ContentBlock:
     """The block for a media kind or MIME major type; anything unknown is a document."""
     return _MEDIA_BLOCKS.get(kind, DocumentBlock)(media=media)
 
 
-__all__ = ["Message", "Role", "TokenUsages", "copy_plain_text", "generate_id"]
+__all__ = ["Message", "Role", "TokenUsages", "copy_plain_text", "generate_id", "media_block"]

@@ -41,13 +41,17 @@ error status or a host that cannot be reached (FETCH_005).
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import ipaddress
 import socket
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tenxgraph.core.exceptions import FetchError, UnsafeURLError
+from tenxgraph.core.state.message import Message, Role, generate_id, media_block
+from tenxgraph.core.state.message_block import MediaRef, TextBlock
 
 if TYPE_CHECKING:
     import httpx
@@ -409,4 +413,40 @@ async def fetch_media(url: str, *, policy: FetchPolicy | None = None) -> Fetched
         ) from err
 
 
-__all__ = ["FetchError", "FetchPolicy", "Fetched", "UnsafeURLError", "fetch_media", "resolve"]
+async def message_from_url(
+    url: str,
+    *,
+    policy: FetchPolicy | None = None,
+    store: Any = None,
+    text: str | None = None,
+    role: Role = "user",
+    message_id: str | int | None = None,
+) -> Message:
+    """A message holding what `url` serves, fetched safely (`fetch_media` under `policy`): an
+    image, audio, video or document block by its MIME type, after `text` if given. The bytes
+    go into `store` (a media store: the message names them) when one is given, else inline."""
+    fetched = await fetch_media(url, policy=policy)
+    if store is not None:
+        media = await store.aput(fetched.data, fetched.mime_type)
+    else:
+        media = MediaRef(
+            kind="data",
+            data_base64=base64.b64encode(fetched.data).decode("ascii"),
+            mime_type=fetched.mime_type,
+            size_bytes=len(fetched.data),
+            sha256=hashlib.sha256(fetched.data).hexdigest(),
+        )
+    blocks: list[Any] = [TextBlock(text=text)] if text else []
+    blocks.append(media_block(fetched.mime_type.split("/", 1)[0], media))
+    return Message(message_id=generate_id(message_id), role=role, content=blocks)
+
+
+__all__ = [
+    "FetchError",
+    "FetchPolicy",
+    "Fetched",
+    "UnsafeURLError",
+    "fetch_media",
+    "message_from_url",
+    "resolve",
+]
