@@ -1,13 +1,29 @@
-import asyncio, sys
+"""N `ainvoke`s of a graph with one async function node and no checkpointer."""
+
+import asyncio
+import sys
+
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.utils.constants import END, START
+
 N = int(sys.argv[1])
-g = StateGraph(AgentState); g.add_node("a", lambda s: "ok"); g.add_edge(START, "a"); g.add_edge("a", END)
-async def a(s): return "ok"
-g = StateGraph(AgentState); g.add_node("a", a); g.add_edge(START, "a"); g.add_edge("a", END)
-app = g.compile(checkpointer=False)
-async def main():
+
+
+async def answer(state: AgentState) -> str:
+    return "ok"
+
+
+graph = StateGraph(AgentState)
+graph.add_node("a", answer)
+graph.add_edge(START, "a")
+graph.add_edge("a", END)
+app = graph.compile(checkpointer=False)
+
+
+async def main() -> None:
     for _ in range(N):
         await app.ainvoke({"messages": [Message.text_message("x")]})
+
+
 asyncio.run(main())
