@@ -77,6 +77,35 @@ def advisory_key(label: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+async def retrying(
+    connect: Callable[[], Any],
+    operation: Callable[[Connection], Awaitable[Any]],
+    retries: int,
+    backoff: float,
+    what: str,
+) -> Any:
+    """`operation` on a connection from `connect()` (an async context manager), run again
+    after a transient failure (every call given here is safe to repeat), at most `retries`
+    times with exponential backoff; then `TransientStorageError` naming `what`."""
+    from tenxgraph.core.exceptions import TransientStorageError
+
+    attempt = 0
+    while True:
+        try:
+            async with connect() as conn:
+                return await operation(conn)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if attempt >= retries:
+                raise TransientStorageError(
+                    f"{what}: gave up after {attempt + 1} attempts: {type(exc).__name__}: {exc}",
+                    context={"attempts": attempt + 1},
+                ) from exc
+        await asyncio.sleep(backoff * 2**attempt)
+        attempt += 1
+
+
 async def noop(conn: Connection) -> None:
     """Nothing: run through a store's retry loop, it opens (and checks) a connection."""
     return None

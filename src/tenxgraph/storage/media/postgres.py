@@ -7,20 +7,19 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.storage.checkpointer._pg_pools import (
     Connection,
     Pool,
     advisory_key,
     check_schema,
     dsn_pools,
-    is_transient,
     load_asyncpg,
     noop,
+    retrying,
 )
 from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
 from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
@@ -68,26 +67,20 @@ class PostgresMediaStore(MediaStore):
     async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         """`operation` on a pooled connection, retrying transient failures (every call is
         safe to repeat)."""
-        attempt = 0
-        while True:
-            try:
-                pool = self._external_pool or await self._pools.get()
-                async with self._pools.connection(pool) as conn:
-                    if not self._ready:
-                        await self._ensure_tables(conn)
-                        self._ready = True
-                    return await operation(conn)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                if attempt >= self._retries:
-                    raise TransientStorageError(
-                        f"PostgreSQL media store: gave up after {attempt + 1} attempts: "
-                        f"{type(exc).__name__}: {exc}",
-                        context={"attempts": attempt + 1},
-                    ) from exc
-            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
-            attempt += 1
+        result: T = await retrying(
+            self._connection, operation, self._retries, _BACKOFF_SECONDS, "PostgreSQL media store"
+        )
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection, the tables made on first use."""
+        pool = self._external_pool or await self._pools.get()
+        async with self._pools.connection(pool) as conn:
+            if not self._ready:
+                await self._ensure_tables(conn)
+                self._ready = True
+            yield conn
 
     async def asetup(self) -> None:
         await self._run(noop)

@@ -12,19 +12,18 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.storage.checkpointer._pg_pools import (
     Connection,
     advisory_key,
     check_schema,
     dsn_pools,
-    is_transient,
     load_asyncpg,
     noop,
+    retrying,
 )
 from tenxgraph.storage.store._sql import (
     STORE_SCHEMA_VERSION,
@@ -104,27 +103,22 @@ class PostgresStore(BaseStore):
                 )
 
     async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
-        """Run `operation` on a pooled connection, retrying transient failures."""
-        attempt = 0
-        while True:
-            try:
-                pool = await self._pools.get()
-                async with self._pools.connection(pool) as conn:
-                    if not self._ready:
-                        await self._ensure_table(conn)
-                        self._ready = True
-                    return await operation(conn)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                if attempt >= self._retries:
-                    raise TransientStorageError(
-                        f"PostgreSQL store: gave up after {attempt + 1} attempts: "
-                        f"{type(exc).__name__}: {exc}",
-                        context={"attempts": attempt + 1},
-                    ) from exc
-            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
-            attempt += 1
+        """`operation` on a pooled connection, retrying transient failures (every call is
+        safe to repeat)."""
+        result: T = await retrying(
+            self._connection, operation, self._retries, _BACKOFF_SECONDS, "PostgreSQL store"
+        )
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        """A pooled connection, the tables made on first use."""
+        pool = await self._pools.get()
+        async with self._pools.connection(pool) as conn:
+            if not self._ready:
+                await self._ensure_table(conn)
+                self._ready = True
+            yield conn
 
     async def asetup(self) -> None:
         """Create the pool, the schema and the table. Safe to repeat."""
