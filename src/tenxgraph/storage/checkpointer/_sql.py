@@ -7,10 +7,13 @@ whichever store a graph runs on.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic_core import to_json
 
@@ -140,3 +143,69 @@ def sqlite_error(
             context={"db_path": str(db_path)},
         )
     return StorageError(f"SQLite {what} {where}: {exc}")
+
+
+T = TypeVar("T")
+
+
+class SqliteFile:
+    """One SQLite file used through one connection (opened on first use, WAL journal, the
+    tables made by `_create` in one transaction), one call at a time in a worker thread:
+    the long-term store's and the media store's. `what` names it in errors."""
+
+    what = "database"
+
+    def __init__(self, db_path: str | Path, busy_timeout: float) -> None:
+        self.db_path = Path(db_path).expanduser()
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        """Create the tables (inside the opening transaction)."""
+        raise NotImplementedError
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.db_path, isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._create(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` on the file's connection (opened on first use), one call at a time."""
+        try:
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self._open()
+                return work(self._conn)
+        except sqlite3.Error as exc:
+            where = repr(str(self.db_path))
+            raise sqlite_error(exc, self.what, where, self.db_path, self._busy_timeout) from exc
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._call, work)
+
+    async def asetup(self) -> None:
+        """Open the file and create the tables. Safe to repeat."""
+        await self._run(lambda conn: None)
+
+    async def aclose(self) -> None:
+        """Close the connection; it reopens on the next use."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

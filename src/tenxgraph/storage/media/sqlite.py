@@ -7,14 +7,12 @@ like `SqliteStore`: any event loop can use the same store. Each call is one tran
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenxgraph.storage.checkpointer._sql import sqlite_error
+from tenxgraph.storage.checkpointer._sql import SqliteFile
 from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
 from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
 
@@ -23,47 +21,22 @@ T = TypeVar("T")
 _INFO = f"SELECT sha256, size_bytes, mime_type, created_at FROM {BLOBS}"
 
 
-class SqliteMediaStore(MediaStore):
+class SqliteMediaStore(SqliteFile, MediaStore):
     """Blobs in the SQLite file `db_path` (e.g. the checkpointer's)."""
+
+    what = "media store"
 
     def __init__(self, db_path: str | Path, *, busy_timeout: float = 5.0) -> None:
         if str(db_path) == ":memory:":
             raise ValueError("SqliteMediaStore keeps blobs in a file; use InMemoryMediaStore()")
-        self.db_path = Path(db_path).expanduser()
-        self._busy_timeout = busy_timeout
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        SqliteFile.__init__(self, db_path, busy_timeout)
 
     def __repr__(self) -> str:
         return f"SqliteMediaStore({str(self.db_path)!r})"
 
-    def _open(self) -> sqlite3.Connection:
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self.db_path, isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
-        )
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            for statement in schema("BLOB", "REAL"):
-                conn.execute(statement)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            with self._lock:
-                if self._conn is None:
-                    self._conn = self._open()
-                return work(self._conn)
-        except sqlite3.Error as exc:
-            where = repr(str(self.db_path))
-            raise sqlite_error(exc, "media store", where, self.db_path, self._busy_timeout) from exc
-
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._call, work)
+    def _create(self, conn: sqlite3.Connection) -> None:
+        for statement in schema("BLOB", "REAL"):
+            conn.execute(statement)
 
     async def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         def run(conn: sqlite3.Connection) -> T:
@@ -77,15 +50,6 @@ class SqliteMediaStore(MediaStore):
             return result
 
         return await self._run(run)
-
-    async def asetup(self) -> None:
-        await self._run(lambda conn: None)
-
-    async def aclose(self) -> None:
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
 
     # -- the store ---------------------------------------------------------------------------
 

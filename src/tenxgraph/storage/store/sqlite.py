@@ -9,14 +9,11 @@ lock serialises writes (WAL mode: readers never wait for a writer).
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tenxgraph.storage.checkpointer._sql import sqlite_error
+from tenxgraph.storage.checkpointer._sql import SqliteFile
 from tenxgraph.storage.store._sql import (
     STORE_SCHEMA_VERSION,
     TABLE,
@@ -51,11 +48,13 @@ _UPSERT = (
 )
 
 
-class SqliteStore(BaseStore):
+class SqliteStore(SqliteFile, BaseStore):
     """Items in one SQLite file (default `~/.tenxgraph/checkpoints.db`, the checkpointer's).
 
     A write that waits longer than `busy_timeout` seconds for another process's write lock
     raises `TransientStorageError`; retry it."""
+
+    what = "store"
 
     def __init__(self, db_path: str | Path = DEFAULT_DB_PATH, *, busy_timeout: float = 5.0) -> None:
         if str(db_path) == ":memory:":
@@ -63,35 +62,12 @@ class SqliteStore(BaseStore):
                 "SqliteStore keeps memories across runs in a file; for memories in this process "
                 "only, use InMemoryStore()"
             )
-        self.db_path = Path(db_path).expanduser()
-        self._busy_timeout = busy_timeout
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        SqliteFile.__init__(self, db_path, busy_timeout)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.db_path)!r})"
 
     # -- connection ------------------------------------------------------------------------
-
-    def _open(self) -> sqlite3.Connection:
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self.db_path, isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
-        )
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._create(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
     def _create(self, conn: sqlite3.Connection) -> None:
         """Create the tables, or check that their version is one this code reads."""
@@ -101,31 +77,6 @@ class SqliteStore(BaseStore):
         check_version(f"SQLite database {str(self.db_path)!r}", found)
         if found is None:
             conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (?)", (STORE_SCHEMA_VERSION,))
-
-    def _call(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work` on the store's connection (opened on first use), one call at a time."""
-        try:
-            with self._lock:
-                if self._conn is None:
-                    self._conn = self._open()
-                return work(self._conn)
-        except sqlite3.Error as exc:
-            where = repr(str(self.db_path))
-            raise sqlite_error(exc, "store", where, self.db_path, self._busy_timeout) from exc
-
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._call, work)
-
-    async def asetup(self) -> None:
-        """Open the file and create the table. Safe to repeat."""
-        await self._run(lambda conn: None)
-
-    async def aclose(self) -> None:
-        """Close the connection; the store reopens on its next use."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
 
     # -- rows ------------------------------------------------------------------------------
 
