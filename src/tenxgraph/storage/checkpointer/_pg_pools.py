@@ -24,11 +24,13 @@ import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 Pool = Any  # asyncpg.Pool (asyncpg ships no type information)
 Connection = Any  # asyncpg.Connection
 
+T = TypeVar("T")
+_BACKOFF_SECONDS = 0.05  # the first wait before a retry; it doubles each time
 _CLOSE_SECONDS = 10.0  # a graceful close waits for busy connections this long, then cuts them
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -77,23 +79,18 @@ def advisory_key(label: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-async def retrying(
-    connect: Callable[[], Any],
-    operation: Callable[[Connection], Awaitable[Any]],
-    retries: int,
-    backoff: float,
-    what: str,
-) -> Any:
-    """`operation` on a connection from `connect()` (an async context manager), run again
-    after a transient failure (every call given here is safe to repeat), at most `retries`
-    times with exponential backoff; then `TransientStorageError` naming `what`."""
+async def retrying(once: Callable[[], Awaitable[T]], retries: int, backoff: float, what: str) -> T:
+    """`once()` (one attempt, a pooled connection and the call on it), run again after a
+    transient failure (every call given here is safe to repeat), at most `retries` times with
+    exponential backoff; then `TransientStorageError` naming `what`. (Attempts are plain
+    coroutines, not async generators: a call made while its loop shuts down must not start
+    one.)"""
     from tenxgraph.core.exceptions import TransientStorageError
 
     attempt = 0
     while True:
         try:
-            async with connect() as conn:
-                return await operation(conn)
+            return await once()
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -104,6 +101,46 @@ async def retrying(
                 ) from exc
         await asyncio.sleep(backoff * 2**attempt)
         attempt += 1
+
+
+class PgTables:
+    """A PostgreSQL store of tenxgraph's own tables (the long-term store, the media store):
+    calls on a pooled connection, the tables made by `_ensure` on first use, transient
+    failures retried. A subclass sets `_pools`, `_retries` and `what`, and `_ensure`."""
+
+    what = "PostgreSQL store"
+    _pools: LoopPools
+    _retries: int
+    _ready = False
+
+    async def _ensure(self, conn: Connection) -> None:
+        """Create the schema's tables (once per store object)."""
+        raise NotImplementedError
+
+    async def _pool(self) -> Pool:
+        return await self._pools.get()
+
+    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        """`operation` on a pooled connection, the tables made on first use, retrying
+        transient failures (every call is safe to repeat)."""
+
+        async def once() -> T:
+            pool = await self._pool()
+            async with self._pools.connection(pool) as conn:
+                if not self._ready:
+                    await self._ensure(conn)
+                    self._ready = True
+                return await operation(conn)
+
+        return await retrying(once, self._retries, _BACKOFF_SECONDS, self.what)
+
+    async def asetup(self) -> None:
+        """Create the pool, the schema and the tables. Safe to repeat."""
+        await self._run(noop)
+
+    async def aclose(self) -> None:
+        """Close the pools this store created (it reopens on its next use)."""
+        await self._pools.aclose()
 
 
 async def noop(conn: Connection) -> None:

@@ -36,6 +36,7 @@ from tenxgraph.storage.checkpointer._pg_pools import (
     is_transient,
     load_asyncpg,
     noop,
+    retrying,
 )
 from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
@@ -237,23 +238,13 @@ class PgCheckpointer(BaseCheckpointer):
 
     async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         """Run `operation` on a pooled connection, retrying transient failures."""
-        attempt = 0
-        while True:
-            try:
-                pool = await self._pool()
-                async with self._gate().turn(), self._pools.connection(pool) as conn:
-                    return await operation(conn)
-            except Exception as exc:
-                if not is_transient(exc) or attempt >= self._retries:
-                    if is_transient(exc):
-                        raise TransientStorageError(
-                            f"PostgreSQL checkpointer: gave up after {attempt + 1} attempts: "
-                            f"{type(exc).__name__}: {exc}",
-                            context={"attempts": attempt + 1},
-                        ) from exc
-                    raise
-            await asyncio.sleep(_BACKOFF_SECONDS * 2**attempt)
-            attempt += 1
+
+        async def once() -> T:
+            pool = await self._pool()
+            async with self._gate().turn(), self._pools.connection(pool) as conn:
+                return await operation(conn)
+
+        return await retrying(once, self._retries, _BACKOFF_SECONDS, "PostgreSQL checkpointer")
 
     async def _ensure_schema(self, conn: Connection) -> None:
         if await self._schema_version(conn) == SCHEMA_VERSION:

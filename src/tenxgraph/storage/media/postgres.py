@@ -7,28 +7,25 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from tenxgraph.storage.checkpointer._pg_pools import (
     Connection,
+    PgTables,
     Pool,
     advisory_key,
     check_schema,
     dsn_pools,
     load_asyncpg,
-    noop,
-    retrying,
 )
 from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
 from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
 
 T = TypeVar("T")
-_BACKOFF_SECONDS = 0.05
 
 
-class PostgresMediaStore(MediaStore):
+class PostgresMediaStore(PgTables, MediaStore):
     """Blobs in PostgreSQL: exactly one of `dsn` (pools of its own, one per event loop) or
     `pool` (an asyncpg pool shared with, say, the checkpointer), in `schema`."""
 
@@ -54,39 +51,20 @@ class PostgresMediaStore(MediaStore):
         self._ready = False
         self._lock_key = advisory_key(f"tenxgraph-media:{schema}")
 
+    what = "PostgreSQL media store"
+
     def __repr__(self) -> str:
         return f"PostgresMediaStore(schema={self.schema!r})"
 
-    async def _ensure_tables(self, conn: Connection) -> None:
+    async def _ensure(self, conn: Connection) -> None:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
             await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._s}")
             for statement in schema("BYTEA", "DOUBLE PRECISION", f"{self._s}."):
                 await conn.execute(statement)
 
-    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
-        """`operation` on a pooled connection, retrying transient failures (every call is
-        safe to repeat)."""
-        result: T = await retrying(
-            self._connection, operation, self._retries, _BACKOFF_SECONDS, "PostgreSQL media store"
-        )
-        return result
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Connection]:
-        """A pooled connection, the tables made on first use."""
-        pool = self._external_pool or await self._pools.get()
-        async with self._pools.connection(pool) as conn:
-            if not self._ready:
-                await self._ensure_tables(conn)
-                self._ready = True
-            yield conn
-
-    async def asetup(self) -> None:
-        await self._run(noop)
-
-    async def aclose(self) -> None:
-        await self._pools.aclose()
+    async def _pool(self) -> Pool:
+        return self._external_pool or await self._pools.get()
 
     # -- the store ---------------------------------------------------------------------------
 

@@ -12,18 +12,15 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from tenxgraph.storage.checkpointer._pg_pools import (
     Connection,
+    PgTables,
     advisory_key,
     check_schema,
     dsn_pools,
     load_asyncpg,
-    noop,
-    retrying,
 )
 from tenxgraph.storage.store._sql import (
     STORE_SCHEMA_VERSION,
@@ -39,7 +36,6 @@ from tenxgraph.storage.store.base import BaseStore, Row
 T = TypeVar("T")
 
 _PG = "${}"  # placeholders $1, $2...
-_BACKOFF_SECONDS = 0.05
 
 
 def _schema(s: str) -> tuple[str, ...]:
@@ -57,7 +53,7 @@ def _schema(s: str) -> tuple[str, ...]:
     )
 
 
-class PostgresStore(BaseStore):
+class PostgresStore(PgTables, BaseStore):
     """Items in PostgreSQL (`dsn`), in `schema` (created on first use).
 
     Pools as `PgCheckpointer`'s: one per event loop using the store, `min_size`..`max_size`
@@ -84,12 +80,14 @@ class PostgresStore(BaseStore):
         self._ready = False
         self._lock_key = advisory_key(f"tenxgraph-store:{schema}")
 
+    what = "PostgreSQL store"
+
     def __repr__(self) -> str:
         return f"PostgresStore(schema={self.schema!r})"
 
     # -- pools, schema, retries ------------------------------------------------------------
 
-    async def _ensure_table(self, conn: Connection) -> None:
+    async def _ensure(self, conn: Connection) -> None:
         async with conn.transaction():
             # many processes may start at once: one creates the table, the others wait here
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
@@ -101,32 +99,6 @@ class PostgresStore(BaseStore):
                 await conn.execute(
                     f"INSERT INTO {self._s}.{VERSION_TABLE} VALUES ($1)", STORE_SCHEMA_VERSION
                 )
-
-    async def _run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
-        """`operation` on a pooled connection, retrying transient failures (every call is
-        safe to repeat)."""
-        result: T = await retrying(
-            self._connection, operation, self._retries, _BACKOFF_SECONDS, "PostgreSQL store"
-        )
-        return result
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Connection]:
-        """A pooled connection, the tables made on first use."""
-        pool = await self._pools.get()
-        async with self._pools.connection(pool) as conn:
-            if not self._ready:
-                await self._ensure_table(conn)
-                self._ready = True
-            yield conn
-
-    async def asetup(self) -> None:
-        """Create the pool, the schema and the table. Safe to repeat."""
-        await self._run(noop)
-
-    async def aclose(self) -> None:
-        """Close the pools this store created (it reopens on its next use)."""
-        await self._pools.aclose()
 
     # -- rows ------------------------------------------------------------------------------
 
