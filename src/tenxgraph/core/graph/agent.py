@@ -422,7 +422,11 @@ class Agent:
             cap = gate.max_tokens if given is None else min(given, gate.max_tokens)
             settings = {**settings, "max_tokens": cap}
         if gate.tools:
-            return dataclasses.replace(request, settings=settings)
+            return (
+                request
+                if settings is request.settings
+                else (dataclasses.replace(request, settings=settings))
+            )
         note = Message.text_message(gate.note or "", "system")
         return dataclasses.replace(
             request, tools=[], messages=[*request.messages, note], settings=settings
