@@ -121,6 +121,7 @@ LAYERS = [
     ("tenxgraph.core.graph",),
     ("tenxgraph.prebuilt",),
     ("tenxgraph.mcp",),  # the MCP SDK's tools: built on core, imported by nothing below
+    ("tenxgraph.serve",),  # the Agent Protocol server: built on core and storage
     ("tenxgraph.cli",),
 ]
 

@@ -199,6 +199,21 @@ class SqliteFile:
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self._call, work)
 
+    async def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one write transaction (taken at once: BEGIN IMMEDIATE)."""
+
+        def run(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._run(run)
+
     async def asetup(self) -> None:
         """Open the file and create the tables. Safe to repeat."""
         await self._run(lambda conn: None)

@@ -8,7 +8,7 @@ like `SqliteStore`: any event loop can use the same store. Each call is one tran
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,19 +37,6 @@ class SqliteMediaStore(SqliteFile, MediaStore):
     def _create(self, conn: sqlite3.Connection) -> None:
         for statement in schema("BLOB", "REAL"):
             conn.execute(statement)
-
-    async def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        def run(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        return await self._run(run)
 
     # -- the store ---------------------------------------------------------------------------
 

@@ -1,0 +1,216 @@
+"""Runs: queue one (in the background, or streamed, or waited for), on a thread or on a new
+temporary one (stateless); list, get, join, join the stream, cancel, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tenxgraph.serve import schemas
+from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
+from tenxgraph.serve.records import ACTIVE, RunRecord, run_json
+from tenxgraph.serve.server import Server
+from tenxgraph.serve.streaming import END
+from tenxgraph.serve.wire import WireError, input_from_wire
+
+HEARTBEAT_SECONDS = 15
+
+
+def _server(request: Request) -> Server:
+    server: Server = request.app.state.tenxgraph
+    return server
+
+
+async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunRecord, Any]:
+    server = _server(request)
+    owner = await server.owner(request)
+    body = await read_body(request, schemas.RunCreate, server.body_limit)
+    try:  # a bad input is refused now, not found by the worker
+        input_from_wire(body.input)
+        if body.command is not None and body.command.update is not None:
+            input_from_wire(body.command.update)
+    except WireError as exc:
+        raise HTTPError(422, str(exc)) from None
+    thread_id = None if stateless else request.path_params["thread_id"]
+    delete_after = stateless and body.on_completion != "keep"
+    background = request.url.path.rstrip("/").endswith("/runs")
+    run = await server.create_run(owner, thread_id, body, temporary=delete_after and background)
+    return server, run, body
+
+
+def _location(run: RunRecord, what: str) -> dict[str, str]:
+    path = f"/threads/{run.thread_id}/runs/{run.run_id}/{what}"
+    return {"Location": path, "Content-Location": path}
+
+
+async def create_background(request: Request) -> Response:
+    _, run, _ = await _create(request, stateless="thread_id" not in request.path_params)
+    return answer(run_json(run), headers={"Content-Location": _location(run, "")["Location"]})
+
+
+async def create_wait(request: Request) -> Response:
+    stateless = "thread_id" not in request.path_params
+    server, run, body = await _create(request, stateless=stateless)
+    try:
+        result = await server.result(run)
+    except asyncio.CancelledError:
+        if (body.on_disconnect or "cancel") == "cancel":
+            await _cancel_soon(server, run)
+        raise
+    if stateless and body.on_completion != "keep":
+        await _forget(server, run)
+    return answer(result, headers=_location(run, "join"))
+
+
+async def create_stream(request: Request) -> Response:
+    stateless = "thread_id" not in request.path_params
+    server, run, body = await _create(request, stateless=stateless)
+    cancel = (body.on_disconnect or "cancel") == "cancel"
+    forget = stateless and body.on_completion != "keep"
+    events = _sse(server, run, 0, body.stream_mode, cancel_on_disconnect=cancel, forget=forget)
+    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS, headers=_location(run, "stream"))
+
+
+async def _sse(
+    server: Server,
+    run: RunRecord,
+    after: int,
+    modes: list[str] | None,
+    *,
+    cancel_on_disconnect: bool = False,
+    forget: bool = False,
+) -> AsyncIterator[ServerSentEvent]:
+    ended = False
+    try:
+        async for event in server.events(run, after, modes):
+            ended = event.event == END
+            yield ServerSentEvent(data=event.data, event=event.event, id=str(event.seq))
+    finally:
+        if not ended and cancel_on_disconnect:
+            await _cancel_soon(server, run)
+        elif ended and forget:
+            await _forget(server, run)
+
+
+async def _cancel_soon(server: Server, run: RunRecord) -> None:
+    """Cancel a run whose client went away (shielded: the request's task is being cancelled)."""
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await asyncio.shield(server.cancel([run.run_id], "interrupt"))
+
+
+async def _forget(server: Server, run: RunRecord) -> None:
+    graph = server.graphs[run.assistant_id]
+    with contextlib.suppress(Exception):
+        await server.db.delete_thread(run.thread_id, None)
+        if graph.checkpointer is not None:
+            await graph.checkpointer.adelete_thread(run.thread_id)
+
+
+async def list_runs(request: Request) -> Response:
+    server = _server(request)
+    owner = await server.owner(request)
+    thread = await server.thread(request.path_params["thread_id"], owner)
+    status = request.query_params.get("status")
+    if status not in (None, "pending", "running", "success", "error", "interrupted", "timeout"):
+        raise HTTPError(422, f"unknown run status {status!r}")
+    runs = await server.db.list_runs(
+        thread.thread_id, owner, status=status,  # type: ignore[arg-type]
+        limit=query_int(request, "limit", 10, 1, 1000),
+        offset=query_int(request, "offset", 0, 0, 1 << 62),
+    )  # fmt: skip
+    return answer([run_json(r) for r in runs])
+
+
+async def _found(request: Request) -> tuple[Server, RunRecord]:
+    server = _server(request)
+    owner = await server.owner(request)
+    params = request.path_params
+    return server, await server.run(params.get("thread_id"), params["run_id"], owner)
+
+
+async def get_run(request: Request) -> Response:
+    _, run = await _found(request)
+    return answer(run_json(run))
+
+
+async def join(request: Request) -> Response:
+    server, run = await _found(request)
+    return answer(await server.result(run))
+
+
+async def join_stream(request: Request) -> Response:
+    server, run = await _found(request)
+    last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    after = int(last) if last and last.isdigit() else 0
+    modes = request.query_params.getlist("stream_mode") or None
+    cancel = request.query_params.get("cancel_on_disconnect", "").lower() in ("1", "true")
+    events = _sse(server, run, after, modes, cancel_on_disconnect=cancel)
+    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS)
+
+
+async def cancel_run(request: Request) -> Response:
+    server, run = await _found(request)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise HTTPError(422, f"action must be 'interrupt' or 'rollback', got {action!r}")
+    if run.status in ACTIVE:
+        await server.cancel([run.run_id], action)
+    if request.query_params.get("wait", "").lower() in ("1", "true"):
+        await server.result(run)
+    return Response(status_code=202)
+
+
+async def cancel_many(request: Request) -> Response:
+    server = _server(request)
+    owner = await server.owner(request)
+    body = await read_body(request, schemas.RunsCancel, server.body_limit)
+    ids: list[str] = []
+    for run_id in body.run_ids or []:
+        ids.append((await server.run(body.thread_id, run_id, owner)).run_id)
+    if body.run_ids is None and body.thread_id is not None:
+        await server.thread(body.thread_id, owner)
+        for status in ("pending", "running"):
+            if body.status in (None, "all", status):
+                runs = await server.db.list_runs(body.thread_id, owner, status=status, limit=1000)
+                ids += [r.run_id for r in runs]
+    if ids:
+        await server.cancel(ids, request.query_params.get("action", "interrupt"))
+    return Response(status_code=204)
+
+
+async def delete_run(request: Request) -> Response:
+    server, run = await _found(request)
+    if not await server.db.delete_run(run.run_id, run.owner):
+        raise HTTPError(409, f"run {run.run_id!r} is still active: cancel it first")
+    return Response(status_code=204)
+
+
+_T = "/threads/{thread_id}/runs"
+ROUTES = [
+    Route(_T, create_background, methods=["POST"]),
+    Route(_T, list_runs, methods=["GET"]),
+    Route(f"{_T}/stream", create_stream, methods=["POST"]),
+    Route(f"{_T}/wait", create_wait, methods=["POST"]),
+    Route(f"{_T}/{{run_id}}", get_run, methods=["GET"]),
+    Route(f"{_T}/{{run_id}}", delete_run, methods=["DELETE"]),
+    Route(f"{_T}/{{run_id}}/join", join, methods=["GET"]),
+    Route(f"{_T}/{{run_id}}/stream", join_stream, methods=["GET"]),
+    Route(f"{_T}/{{run_id}}/cancel", cancel_run, methods=["POST"]),
+    Route("/runs", create_background, methods=["POST"]),
+    Route("/runs/stream", create_stream, methods=["POST"]),
+    Route("/runs/wait", create_wait, methods=["POST"]),
+    Route("/runs/cancel", cancel_many, methods=["POST"]),
+    # the Agent Protocol's run paths (no thread in them)
+    Route("/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/runs/{run_id}", delete_run, methods=["DELETE"]),
+    Route("/runs/{run_id}/wait", join, methods=["GET"]),
+    Route("/runs/{run_id}/stream", join_stream, methods=["GET"]),
+    Route("/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+]

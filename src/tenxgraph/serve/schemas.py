@@ -1,0 +1,166 @@
+"""The request bodies the server accepts, checked before anything is done: a wrong body is a
+422 that names the field, never a half-done request. Fields LangGraph's clients send that
+change nothing here (durability, feedback keys, ...) are accepted and ignored; ones that
+would change what happens and that this server does not do (webhooks, forking from a
+checkpoint, `goto`) are refused by name."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tenxgraph.serve.streaming import STREAM_MODES
+
+Limit = Field(default=10, ge=1, le=1000)
+Offset = Field(default=0, ge=0)
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ThreadCreate(Body):
+    thread_id: str | None = Field(default=None, min_length=1, max_length=256)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadPatch(Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(Body):
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    ids: list[str] | None = None
+    limit: int = Limit
+    offset: int = Offset
+
+
+class ThreadCount(Body):
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+class StateUpdate(Body):
+    values: Any = None
+    as_node: str | None = None
+
+
+class HistoryQuery(Body):
+    limit: int = Limit
+
+
+class Command(Body):
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("goto") not in (None, [], ""):
+            raise ValueError("command.goto is not supported by this server; use resume/update")
+        return data
+
+
+class RunCreate(Body):
+    assistant_id: str = Field(min_length=1)
+    input: Any = None
+    command: Command | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: list[str] = Field(default_factory=lambda: ["values"])
+    stream_subgraphs: bool = False
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    webhook: str | None = None
+    checkpoint_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+
+    @field_validator("stream_mode", mode="before")
+    @classmethod
+    def _modes(cls, value: Any) -> Any:
+        modes = [value] if isinstance(value, str) else value
+        if isinstance(modes, list):
+            unknown = [m for m in modes if m not in STREAM_MODES]
+            if unknown:
+                raise ValueError(f"unknown stream_mode {unknown}; use {sorted(STREAM_MODES)}")
+        return modes
+
+    @model_validator(mode="after")
+    def _supported(self) -> RunCreate:
+        refused = {
+            "webhook": "webhooks are not sent by this server (poll with join, or stream)",
+            "checkpoint_id": "runs start from the thread's latest state (fork with copy)",
+            "checkpoint": "runs start from the thread's latest state (fork with copy)",
+            "interrupt_before": "set interrupt_before when compiling the graph",
+            "interrupt_after": "set interrupt_after when compiling the graph",
+        }
+        for name, why in refused.items():
+            if getattr(self, name) not in (None, [], {}):
+                raise ValueError(f"{name} is not supported: {why}")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """What the run keeps of the request (its `kwargs`)."""
+        return self.model_dump(
+            include={
+                "input",
+                "command",
+                "config",
+                "context",
+                "stream_mode",
+                "stream_subgraphs",
+                "on_disconnect",
+                "on_completion",
+            },
+            exclude_none=True,
+        )
+
+
+class RunsCancel(Body):
+    run_ids: list[str] | None = None
+    thread_id: str | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+class StorePut(Body):
+    namespace: list[str] = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: dict[str, Any]
+
+
+class StoreSearch(Body):
+    namespace_prefix: list[str] = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Limit
+    offset: int = Offset
+    query: str | None = None
+
+
+class NamespaceSearch(Body):
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Offset
+
+
+class AssistantSearch(Body):
+    graph_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+    limit: int = Limit
+    offset: int = Offset
+
+
+class StoreDelete(Body):
+    namespace: list[str] = Field(min_length=1)
+    key: str = Field(min_length=1)

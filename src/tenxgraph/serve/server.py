@@ -1,0 +1,181 @@
+"""`Server`: what the routes share. The served graphs (one assistant each), the server's
+database and bus, this process's worker, and the operations the routes are made of: find a
+caller's thread, queue a run under its multitask strategy, follow a run's events, wait for
+its result, cancel it."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Collection
+from typing import Any
+
+from starlette.requests import Request
+
+from tenxgraph.core.graph.compiled_graph import CompiledGraph
+from tenxgraph.serve.auth import Authenticate, identify
+from tenxgraph.serve.bus import CANCEL, QUEUE, Bus
+from tenxgraph.serve.db.base import ServeDB, ThreadBusyError, ThreadExistsError
+from tenxgraph.serve.http import HTTPError, not_found
+from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord, ThreadRecord, new_id
+from tenxgraph.serve.schemas import RunCreate
+from tenxgraph.serve.streaming import END, follow
+from tenxgraph.serve.worker import Worker
+from tenxgraph.storage.store.base import BaseStore
+
+#: LangGraph names an assistant made for a graph by this UUID namespace and the graph's id
+ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+DEFAULT_BODY_LIMIT = 10 * 1024 * 1024
+
+
+def assistant_uuid(graph_id: str) -> str:
+    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph_id))
+
+
+class Server:
+    """The served graphs and everything their routes need (see the module docstring)."""
+
+    def __init__(
+        self,
+        graphs: dict[str, CompiledGraph[Any]],
+        db: ServeDB,
+        bus: Bus,
+        *,
+        auth: Authenticate | None = None,
+        store: BaseStore | None = None,
+        lease_ttl: float = 30.0,
+        max_runs: int = 64,
+        body_limit: int = DEFAULT_BODY_LIMIT,
+        run_worker: bool = True,
+    ) -> None:
+        if not graphs:
+            raise ValueError("a server needs at least one graph")
+        self.graphs, self.db, self.bus = graphs, db, bus
+        self.auth, self.store, self.body_limit = auth, store, body_limit
+        self._by_uuid = {assistant_uuid(name): name for name in graphs}
+        self.worker = (
+            Worker(db, bus, graphs, max_runs=max_runs, lease_ttl=lease_ttl) if run_worker else None
+        )
+        self.ready = False
+
+    async def start(self) -> None:
+        await self.db.asetup()
+        await self.bus.start()
+        if self.worker is not None:
+            await self.worker.start()
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        if self.worker is not None:
+            await self.worker.stop()
+        await self.bus.stop()
+        await self.db.aclose()
+        for graph in self.graphs.values():
+            with contextlib.suppress(Exception):
+                await graph.aclose()
+
+    # -- who and what -----------------------------------------------------------------------
+
+    async def owner(self, request: Request) -> str:
+        who = await identify(self.auth, request)
+        if who is None:
+            raise HTTPError(401, "not authenticated: send Authorization: Bearer <token>")
+        return who
+
+    def graph_id(self, assistant_id: str) -> str:
+        """The served graph an assistant id names (its graph id, or LangGraph's UUID of it)."""
+        name = assistant_id if assistant_id in self.graphs else self._by_uuid.get(assistant_id)
+        if name is None:
+            raise not_found("assistant", assistant_id)
+        return name
+
+    def graph_of(self, thread: ThreadRecord) -> CompiledGraph[Any]:
+        """The graph whose state a thread holds (the one its runs named; else the first)."""
+        name = thread.metadata.get("graph_id")
+        return self.graphs.get(str(name)) or next(iter(self.graphs.values()))
+
+    async def thread(self, thread_id: str, owner: str) -> ThreadRecord:
+        found = await self.db.get_thread(thread_id, owner)
+        if found is None:
+            raise not_found("thread", thread_id)
+        return found
+
+    async def run(self, thread_id: str | None, run_id: str, owner: str) -> RunRecord:
+        found = await self.db.get_run(run_id, owner)
+        if found is None or (thread_id is not None and found.thread_id != thread_id):
+            raise not_found("run", run_id)
+        return found
+
+    # -- runs -------------------------------------------------------------------------------
+
+    async def create_run(
+        self, owner: str, thread_id: str | None, body: RunCreate, *, temporary: bool = False
+    ) -> RunRecord:
+        """Queue a run (on a new temporary thread when `thread_id` is None)."""
+        graph_id = self.graph_id(body.assistant_id)
+        if thread_id is None:
+            thread_id = new_id()
+            meta = {"graph_id": graph_id, "assistant_id": graph_id, "stateless": True}
+            await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
+        elif await self.db.get_thread(thread_id, owner) is None:
+            if body.if_not_exists != "create":
+                raise not_found("thread", thread_id)
+            with contextlib.suppress(ThreadExistsError):  # taken by another: a 404 below
+                meta = {"graph_id": graph_id, "assistant_id": graph_id}
+                await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
+            await self.thread(thread_id, owner)
+        await self.db.update_thread(
+            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
+        )
+        run = RunRecord(
+            run_id=new_id(),
+            thread_id=thread_id,
+            owner=owner,
+            assistant_id=graph_id,
+            kwargs=body.stored(),
+            metadata=body.metadata,
+            multitask_strategy=body.multitask_strategy,
+            temporary=temporary,
+        )
+        try:
+            stopping = await self.db.create_run(run)
+        except ThreadBusyError as exc:
+            raise HTTPError(409, str(exc)) from None
+        if stopping:
+            await self.cancel(stopping, body.multitask_strategy)
+        await self.bus.publish(QUEUE)
+        return run
+
+    async def cancel(self, run_ids: list[str], action: str) -> None:
+        """Stop runs: a queued one ends at once, a running one at its worker's next check."""
+        ended = await self.db.request_cancel(run_ids, action)
+        for run in ended:
+            await self._end_unstarted(run)
+        await self.bus.publish(CANCEL)
+
+    async def _end_unstarted(self, run: RunRecord) -> None:
+        from tenxgraph.serve.streaming import EventLog
+
+        log = EventLog(self.db, self.bus, run.run_id, await self.db.last_seq(run.run_id))
+        log.add(END, None)
+        await log.close()
+        await self.db.update_thread(run.thread_id, None, status="idle")
+
+    def events(
+        self, run: RunRecord, after: int = 0, modes: Collection[str] | None = None
+    ) -> AsyncIterator[RunEvent]:
+        return follow(self.db, self.bus, run.run_id, after, modes)
+
+    async def result(self, run: RunRecord) -> dict[str, Any]:
+        """Wait for the run to end; its final values (`__error__` when it failed)."""
+        seen = await self.db.last_seq(run.run_id)
+        current = await self.db.get_run(run.run_id, None)
+        if current is not None and current.status in ACTIVE:
+            async for _ in self.events(run, seen, ()):
+                pass
+            current = await self.db.get_run(run.run_id, None)
+        return {} if current is None else current.result or {}
+
+
+__all__ = ["Server", "assistant_uuid"]
