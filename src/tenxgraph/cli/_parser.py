@@ -181,6 +181,42 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--dsn", default=argparse.SUPPRESS, help=DSN_HELP)
         action.add_argument("--schema", default=argparse.SUPPRESS, help=SCHEMA_HELP)
     threads.set_defaults(handler="threads:command")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve your graphs over HTTP (the Agent Protocol; LangGraph's clients work)",
+        description="Serve graphs over HTTP: the Agent Protocol and the part of LangGraph's "
+        "server API its clients use, with a chat page at /. Needs the serve extra: "
+        'pip install "tenxgraph[serve]". Several processes given one PostgreSQL --db share '
+        "the work.",
+    )
+    serve.add_argument("apps", metavar="MODULE:APP", nargs="+", help=APP_HELP)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=2024, help="port to bind (default 2024)")
+    serve.add_argument(
+        "--db",
+        default=None,
+        help="a SQLite file (default tenxgraph-server.db) or a postgresql:// DSN: the server's "
+        "threads, runs and events, and the checkpoints of graphs compiled without a checkpointer",
+    )
+    serve.add_argument("--redis", default=None, help="a redis:// URL: wake workers through Redis")
+    serve.add_argument(
+        "--auth-token",
+        action="append",
+        default=None,
+        metavar="TOKEN=USER",
+        help="accept `Authorization: Bearer TOKEN` as USER (repeatable); also "
+        "TENXGRAPH_AUTH_TOKENS=tok1=alice,tok2=bob. Without any, anyone may call the server",
+    )
+    serve.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=30.0,
+        help="seconds a run stays this worker's without a heartbeat (default 30): how soon "
+        "another worker resumes the runs of one that died",
+    )
+    serve.add_argument("--max-runs", type=int, default=64, help="runs one worker executes at once")
+    serve.set_defaults(handler="serve:command")
     return parser
 
 
