@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,59 +30,82 @@ def load_example(name: str, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType
     return module
 
 
-def chat(web: types.ModuleType, model: object, body: dict[str, str]) -> tuple[str, list[str]]:
+def _mounted(web: types.ModuleType, model: object, tmp_path: Path) -> Any:
     from starlette.testclient import TestClient
 
-    with (
-        TestClient(web.build_app(model)) as client,
-        client.stream("POST", "/chat", json=body) as response,
-    ):
-        assert response.status_code == 200
-        return response.headers["content-type"], list(response.iter_lines())
+    return TestClient(web.build_app(model, str(tmp_path / "server.db")))
 
 
-def test_web_service_streams_chunks_as_server_sent_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("starlette")
+def _sse(lines: Iterator[str]) -> list[tuple[str, Any]]:
+    """(event, data) pairs of an SSE body."""
+    found, event = [], ""
+    for line in lines:
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            found.append((event, json.loads(line[6:])))
+    return found
+
+
+def test_web_service_mounts_the_agent_server_beside_its_own_routes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("sse_starlette")
     web = load_example("web_service", monkeypatch)
-    body = {"thread_id": "t1", "message": "What time is it in Tokyo?"}
-    content_type, lines = chat(web, FunctionModel(web.scripted), body)
+    with _mounted(web, FunctionModel(web.scripted), tmp_path) as client:
+        assert client.get("/health").json() == {"status": "ok"}
+        assert client.get("/agent/ok").status_code == 200
+        thread = client.post("/agent/threads", json={}).json()["thread_id"]
+        body = {
+            "assistant_id": "clock",
+            "input": {"messages": [{"type": "human", "content": "What time is it in Lima?"}]},
+            "stream_mode": ["messages-tuple", "updates"],
+        }
+        with client.stream("POST", f"/agent/threads/{thread}/runs/stream", json=body) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = _sse(r.iter_lines())
+        state = client.get(f"/agent/threads/{thread}/state").json()
 
-    assert content_type.startswith("text/event-stream")
-    names = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
-    chunks = list(web.read_events(iter(lines)))
-    assert [c.event for c in chunks] == names
-    assert chunks[0].message is not None
-    assert chunks[0].message.text() == body["message"]
-    assert any((c.data or {}).get("status") == "invoking_tool" for c in chunks)
-    assert any(c.message is not None and c.message.delta for c in chunks)
-    final = chunks[-1].message
-    assert final is not None
-    assert (final.role, final.delta, final.text()) == ("assistant", False, "It is 21:00 there.")
+    names = [name for name, _ in events]
+    assert names[0] == "metadata"
+    assert names[-1] == "end"
+    assert "updates" in names
+    chunks = [data[0] for name, data in events if name == "messages"]
+    assert any(c["type"] == "AIMessageChunk" and c["content"] for c in chunks)
+    messages = state["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert messages[-1]["content"] == "It is 07:00 there."
 
 
 def test_web_service_reports_a_failed_run_as_an_error_event(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    pytest.importorskip("starlette")
+    pytest.importorskip("sse_starlette")
     web = load_example("web_service", monkeypatch)
 
     def broken(messages: list[Message], info: ModelInfo) -> str:
         raise RuntimeError("the model is down")
 
-    _, lines = chat(web, FunctionModel(broken), {"thread_id": "t2", "message": "hi"})
-    last = list(web.read_events(iter(lines)))[-1]
-    assert last.event == "error"
-    assert "the model is down" in (last.data or {})["error"]
+    body = {"assistant_id": "clock", "input": {"messages": ["hi"]}}
+    with (
+        _mounted(web, FunctionModel(broken), tmp_path) as client,
+        client.stream("POST", "/agent/runs/stream", json=body) as response,
+    ):
+        events = _sse(response.iter_lines())
+    errors = [data for name, data in events if name == "error"]
+    assert len(errors) == 1
+    assert "the model is down" in errors[0]["message"]
+    assert events[-1][0] == "end"
 
 
-def test_web_service_refuses_a_bad_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("starlette")
-    from starlette.testclient import TestClient
-
+def test_web_service_refuses_a_bad_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("sse_starlette")
     web = load_example("web_service", monkeypatch)
-    with TestClient(web.build_app("test")) as client:
-        assert client.post("/chat", content=b"not json").status_code == 400
-        assert client.post("/chat", json={"message": "no thread"}).status_code == 400
+    with _mounted(web, "test", tmp_path) as client:
+        assert client.post("/agent/threads", content=b"not json").status_code == 422
+        missing = client.post("/agent/runs/wait", json={"input": None})
+        assert missing.status_code == 422
+        assert "assistant_id" in missing.json()["detail"]
 
 
 def test_tracing_prints_the_span_tree_of_a_react_run() -> None:
