@@ -160,7 +160,6 @@ class Server:
         log = EventLog(self.db, self.bus, run.run_id, await self.db.last_seq(run.run_id))
         log.add(END, None)
         await log.close()
-        await self.db.update_thread(run.thread_id, None, status="idle")
 
     def events(
         self, run: RunRecord, after: int = 0, modes: Collection[str] | None = None

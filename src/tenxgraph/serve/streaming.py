@@ -66,6 +66,11 @@ class EventLog:
                 return
             await self._bus.publish(run_topic(self.run_id))
 
+    def next_event(self, event: str, data: Any) -> RunEvent:
+        """The run's next event, numbered but not recorded (for `ServeDB.finish_run`)."""
+        self._seq += 1
+        return RunEvent(self._seq, event, _json(data))
+
     async def close(self) -> None:
         if self._writer is not None:
             with contextlib.suppress(Exception):
@@ -92,11 +97,10 @@ def wanted(event: str, modes: Collection[str]) -> bool:
 async def follow(
     db: ServeDB, bus: Bus, run_id: str, after: int = 0, modes: Collection[str] | None = None
 ) -> AsyncIterator[RunEvent]:
-    """The run's events after `after`, as they are recorded, until its `end` event (or, should
-    its worker have died between finishing it and recording `end`, until it is finished and
-    nothing more comes)."""
+    """The run's events after `after`, as they are recorded, until its `end` event (recorded
+    with the run's outcome), or until the run is gone (its thread was deleted)."""
     with bus.watch(run_topic(run_id)) as woke:
-        idle = False
+        quiet = False
         while True:
             woke.clear()
             events = await db.read_events(run_id, after)
@@ -106,16 +110,13 @@ async def follow(
                     yield event
                 if event.event == END:
                     return
-            if events:
-                idle = False
-                continue
-            if idle:
-                run = await db.get_run(run_id, None)
-                finished = run is None or run.status in FINISHED
-                if finished and not await db.read_events(run_id, after):
+            if quiet and not events:
+                run = await db.get_run(run_id, None)  # gone, or ended before it started
+                if run is None or (run.status in FINISHED and run.worker is None):
                     return
-            idle = True
-            await wait_for(woke, POLL_SECONDS)
+            quiet = not events
+            if quiet:
+                await wait_for(woke, POLL_SECONDS)
 
 
 class ChunkEvents:

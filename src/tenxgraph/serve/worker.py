@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
-from tenxgraph.serve.bus import CANCEL, QUEUE, Bus, wait_for
+from tenxgraph.serve.bus import CANCEL, QUEUE, Bus, run_topic, wait_for
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.records import RunRecord, RunStatus, ThreadStatus
 from tenxgraph.serve.runs import NO_STATE, error_json, graph_config, graph_input, outcome
@@ -133,11 +133,11 @@ class Worker:
             status, thread, result = "error", "error", {"__error__": error_json(exc)}
         try:
             await log.close()
-        finally:  # the outcome first: a follower that reads `end` finds the result stored
-            if await self.db.finish_run(run.run_id, self.worker_id, status, result, thread):
+        finally:
+            end = log.next_event(END, None)
+            if await self.db.finish_run(run.run_id, self.worker_id, status, result, thread, end):
+                await self.bus.publish(run_topic(run.run_id))
                 await self.bus.publish(QUEUE)
-            log.add(END, None)
-            await log.close()
             if run.temporary and graph is not None:
                 await _forget_thread(self.db, graph, run.thread_id)
 

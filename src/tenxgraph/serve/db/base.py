@@ -143,15 +143,18 @@ class ServeDB(ABC):
         status: RunStatus,
         result: dict[str, Any] | None,
         thread_status: ThreadStatus,
+        end: RunEvent | None = None,
     ) -> bool:
-        """Record the outcome if `worker` still holds the run (any holder when None) and set
-        the thread's status (left "busy" while another run of it is active). False if the run
-        is no longer this worker's."""
+        """Record the outcome if `worker` still holds the run (any holder when None), with the
+        run's `end` event in the same transaction (a follower that reads `end` finds the
+        outcome), and set the thread's status (left "busy" while another run of it is
+        active). False, and nothing written, if the run is no longer this worker's."""
 
     @abstractmethod
     async def request_cancel(self, run_ids: Sequence[str], action: str) -> list[RunRecord]:
-        """Ask runs to stop: a pending run is finished at once as "interrupted" (returned), a
-        running one gets the request, which its worker reads when it renews its lease."""
+        """Ask runs to stop: a pending run is finished at once as "interrupted" (returned; its
+        thread idle unless other runs are active), a running one gets the request, which its
+        worker reads when it renews its lease."""
 
     @abstractmethod
     async def delete_run(self, run_id: str, owner: str) -> bool:

@@ -83,6 +83,11 @@ def _run_values(run: RunRecord) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def _done(cursor: sqlite3.Cursor) -> None:
+    """Close a cursor inside the call that made it (never let one outlive the lock)."""
+    cursor.close()
+
+
 def _owned(owner: str | None) -> tuple[str, tuple[Any, ...]]:
     return ("", ()) if owner is None else (" AND owner = ?", (owner,))
 
@@ -287,7 +292,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
 
     async def set_start_version(self, run_id: str, version: int | None) -> None:
         query = "UPDATE serve_runs SET start_version = ? WHERE run_id = ?"
-        await self._run(lambda conn: conn.execute(query, (version, run_id)))
+        await self._transaction(lambda conn: _done(conn.execute(query, (version, run_id))))
 
     async def finish_run(
         self,
@@ -296,6 +301,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
         status: RunStatus,
         result: dict[str, Any] | None,
         thread_status: ThreadStatus,
+        end: RunEvent | None = None,
     ) -> bool:
         mine = "" if worker is None else " AND worker = ?"
         update = (
@@ -307,6 +313,11 @@ class SqliteServeDB(SqliteFile, ServeDB):
         def finish(conn: sqlite3.Connection) -> bool:
             if not conn.execute(update, args + (() if worker is None else (worker,))).rowcount:
                 return False
+            if end is not None:
+                conn.execute(
+                    "INSERT INTO serve_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)",
+                    (run_id, end.seq, end.event, end.data),
+                ).close()
             row = conn.execute("SELECT thread_id FROM serve_runs WHERE run_id = ?", (run_id,))
             thread_id = row.fetchone()[0]
             others = conn.execute(
@@ -344,7 +355,15 @@ class SqliteServeDB(SqliteFile, ServeDB):
                 "AND status = 'running'",
                 (action, *run_ids),
             )
-            return [_run(row) for row in pending]
+            ended = [_run(row) for row in pending]
+            for thread_id in {run.thread_id for run in ended}:  # idle unless others remain
+                conn.execute(
+                    "UPDATE serve_threads SET status = CASE WHEN EXISTS (SELECT 1 FROM "
+                    "serve_runs WHERE thread_id = ? AND status IN ('pending', 'running')) "
+                    "THEN 'busy' ELSE 'idle' END, updated_at = ? WHERE thread_id = ?",
+                    (thread_id, now, thread_id),
+                ).close()
+            return ended
 
         return await self._transaction(cancel)
 
@@ -366,7 +385,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
     async def add_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
         query = "INSERT INTO serve_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)"
         rows = [(run_id, e.seq, e.event, e.data) for e in events]
-        await self._transaction(lambda conn: conn.executemany(query, rows))
+        await self._transaction(lambda conn: _done(conn.executemany(query, rows)))
 
     async def read_events(self, run_id: str, after: int, limit: int = 500) -> list[RunEvent]:
         query = (
