@@ -17,7 +17,6 @@ from tenxgraph.cli._render import StreamPrinter, pause_question
 from tenxgraph.core.graph import CompiledGraph
 from tenxgraph.core.state import Message
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
-from tenxgraph.storage.checkpointer.memory import DefaultCheckpointer
 from tenxgraph.utils.interrupt import pending_interrupt
 
 if TYPE_CHECKING:
@@ -54,10 +53,7 @@ def _app(args: argparse.Namespace) -> CompiledGraph:
     in-memory store `compile()` gives an app without one is not a choice: it is replaced)."""
     store = SqliteCheckpointer(db_path(args.db))
     app = to_app(load_target(args.app), args.app, store)
-    if app.checkpointer is None or type(app.checkpointer) is DefaultCheckpointer:
-        app.checkpointer = store
-        store.bind_state_type(app.state_type)
-    elif app.checkpointer is not store and args.db:
+    if not app.adopt_checkpointer(store) and app.checkpointer is not store and args.db:
         raise CliError(
             f"{args.app} was compiled with its own checkpointer "
             f"({type(app.checkpointer).__name__}); leave out --db",

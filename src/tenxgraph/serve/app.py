@@ -74,9 +74,8 @@ def create_app(
         graphs = {graphs.name: graphs}
     served = dict(graphs)
     serve_db, bus, checkpointer, default_store = _backends(db, redis_url)
-    for graph in served.values():
-        if graph.checkpointer is None:
-            graph.checkpointer = checkpointer
+    for graph in served.values():  # an app without its own keeps its threads in `db`
+        graph.adopt_checkpointer(checkpointer)
     stores = [g.store for g in served.values() if g.store is not None]
     server = Server(
         served, serve_db, bus, auth=auth, store=stores[0] if stores else default_store,

@@ -327,3 +327,24 @@ async def test_threads_the_in_memory_checkpointer_drops_release_their_media() ->
     assert await app.media_store.ahas(hashlib.sha256(BIG).hexdigest())
     await app.ainvoke({"messages": [image(SMALL)]}, thread())  # drops the first thread
     assert not await app.media_store.ahas(hashlib.sha256(BIG).hexdigest())
+
+
+async def test_an_adopted_checkpointer_brings_its_media_store(tmp_path: Path) -> None:
+    """A host (the command, the server) giving an app without a checkpointer its own: the
+    threads and their media go to the host's database, not to the process's memory."""
+    app = linear(reply)  # compiled without a checkpointer: in memory by default
+    db = SqliteCheckpointer(tmp_path / "host.db")
+    assert app.adopt_checkpointer(db)
+    assert app.checkpointer is db
+    assert isinstance(app.media_store, SqliteMediaStore)
+    data = unique_big()
+    await app.ainvoke({"messages": [image(data)]}, {"thread_id": "adopted"})
+    sha = hashlib.sha256(data).hexdigest()
+    assert await SqliteMediaStore(tmp_path / "host.db").aget(sha) == data
+
+
+async def test_an_app_keeps_the_checkpointer_it_chose(tmp_path: Path) -> None:
+    own = InMemoryCheckpointer()
+    app = linear(reply, checkpointer=own)
+    assert not app.adopt_checkpointer(SqliteCheckpointer(tmp_path / "host.db"))
+    assert app.checkpointer is own

@@ -106,6 +106,26 @@ class CompiledGraph(Generic[StateT]):
         self._program.checkpointer = checkpointer
         self._loop_thread.closing = checkpointer
 
+    def adopt_checkpointer(self, checkpointer: BaseCheckpointer) -> bool:
+        """Give an app compiled without a checkpointer (kept in memory by default) the one
+        its host provides (the `tenxgraph` command's SQLite file, a server's database); its
+        media store follows when it was the default one. False, and nothing changed, when
+        the app chose its own checkpointer."""
+        from tenxgraph.storage.checkpointer.memory import DefaultCheckpointer
+
+        old = self.checkpointer
+        if old is not None and type(old) is not DefaultCheckpointer:
+            return False
+        media = self._program.media
+        self.checkpointer = checkpointer
+        if media is not None and media.store is getattr(old, "media_store", None):
+            from tenxgraph.storage.media.defaults import default_media_store
+            from tenxgraph.storage.media.offload import MediaOffload
+
+            store = default_media_store(checkpointer)
+            self._program.media = None if store is None else MediaOffload(store, media.threshold)
+        return True
+
     @property
     def store(self) -> BaseStore | None:
         """The long-term store given to `compile(store=...)` (None: none), the one this app's
