@@ -100,6 +100,7 @@ def serving(db: str, model: ChatModel, auth: Authenticate | None = None) -> Iter
         assert ok.status_code == 200, ok.text
         yield url
     finally:
+        model.gate.set()  # a slow answer still waiting does not hold up the shutdown
         server.should_exit = True
         thread.join(timeout=30.0)
         sock.close()

@@ -33,6 +33,7 @@ ARGS = [
     "--disable-sync",
 ]
 WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +106,20 @@ def test_an_interrupt_is_approved_from_the_page(page: Page) -> None:
     expect(page.get_by_test_id("interrupt")).to_be_hidden()
 
 
-def test_an_interrupt_is_rejected_from_the_page(page: Page) -> None:
+def test_an_interrupted_thread_opened_later_is_rejected_from_the_page(page: Page) -> None:
     _send(page, "transfer again")
+    expect(page.get_by_test_id("interrupt")).to_be_visible()
+    page.reload()
+    expect(page.get_by_test_id("status")).to_have_text("ready")
+    expect(page.get_by_test_id("interrupt")).to_be_hidden()
+    threads = page.get_by_test_id("threads")
+    choice = threads.locator("option", has_text="transfer again (interrupted)")
+    threads.select_option(choice.get_attribute("value"))
+    expect(page.get_by_test_id("interrupt-value")).to_contain_text("Send 40 EUR to Bob?")
     page.get_by_test_id("reject").click()
+    expect(page.get_by_test_id("tool-result")).to_contain_text("result of transfer")
     expect(page.get_by_test_id("msg-ai").last).to_contain_text("declined: False")
+    expect(page.get_by_test_id("interrupt")).to_be_hidden()
 
 
 def test_a_thread_history_is_shown_after_a_reload(page: Page) -> None:
