@@ -1,0 +1,121 @@
+"""`RedisBus`: wake-ups between workers over Redis pub/sub (`create_app(..., redis_url=...)`),
+for deployments that already run Redis or would rather keep LISTEN/NOTIFY off PostgreSQL.
+
+One subscribed connection reads the channel; `publish` wakes this process's waiters at once
+and PUBLISHes the topic for the others. When the subscription drops, the bus reconnects
+(backing off) and then wakes every waiter, since messages sent meanwhile are lost.
+
+redis is imported on first use: `pip install "tenxgraph[redis]"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+from tenxgraph.serve.bus import Bus
+
+logger = logging.getLogger("tenxgraph.serve")
+_BACKOFF_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between reconnection attempts
+
+
+def _load_redis() -> Any:
+    try:
+        import redis.asyncio as redis
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError('RedisBus needs redis: pip install "tenxgraph[redis]"') from exc
+    return redis
+
+
+class RedisBus(Bus):
+    """Wake-ups carried by the Redis server at `url` on `channel`."""
+
+    def __init__(self, url: str, *, channel: str = "tx_serve") -> None:
+        super().__init__()
+        self.url, self.channel = url, channel
+        self._me = uuid.uuid4().hex[:12]  # our own messages come back: skip them
+        self._client: Any = None  # redis.asyncio.Redis
+        self._task: asyncio.Task[None] | None = None
+        self.connections = 0  # subscriptions made so far (tests watch it)
+        self.listening = asyncio.Event()  # set while subscribed
+
+    def __repr__(self) -> str:
+        return f"RedisBus(channel={self.channel!r})"
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        self._client = _load_redis().from_url(self.url)
+        pubsub = await self._subscribe()  # the first failure is the caller's to see
+        self._task = asyncio.create_task(self._read(pubsub), name="tenxgraph-redis-bus")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+    async def publish(self, topic: str) -> None:
+        self.wake(topic)
+        if self._client is None:
+            return
+        try:
+            await self._client.publish(self.channel, f"{self._me}:{topic}")
+        except Exception as exc:  # a lost wake-up costs a poll interval, never an event
+            if not isinstance(exc, _load_redis().RedisError | OSError):
+                raise
+            logger.warning("RedisBus could not publish %r: %s", topic, exc)
+
+    async def _subscribe(self) -> Any:
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        await pubsub.subscribe(self.channel)
+        self.connections += 1
+        self.listening.set()
+        return pubsub
+
+    async def _read(self, pubsub: Any) -> None:
+        """Read messages; after a lost connection, subscribe again and wake everyone."""
+        errors = (_load_redis().RedisError, OSError)
+        while True:
+            try:
+                async for message in pubsub.listen():
+                    self._received(message)
+            except errors as exc:
+                logger.warning("RedisBus lost its subscription: %s", exc)
+            self.listening.clear()
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+            pubsub = await self._resubscribe(errors)
+            for topic in list(self._waiting):  # what was sent meanwhile is lost: look again
+                self.wake(topic)
+
+    async def _resubscribe(self, errors: tuple[type[BaseException], ...]) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await self._subscribe()
+            except errors as exc:
+                delay = _BACKOFF_SECONDS[min(attempt, len(_BACKOFF_SECONDS) - 1)]
+                logger.warning("RedisBus reconnecting in %ss: %s", delay, exc)
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    def _received(self, message: dict[str, Any]) -> None:
+        if message.get("type") != "message":
+            return
+        data = message.get("data")
+        text = data.decode() if isinstance(data, bytes) else str(data)
+        sender, _, topic = text.partition(":")
+        if sender != self._me:
+            self.wake(topic)
+
+
+__all__ = ["RedisBus"]
