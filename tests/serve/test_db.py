@@ -273,6 +273,41 @@ async def test_finish_only_by_the_holder_and_only_once(serve_db: ServeDB) -> Non
     assert finished.status == "error"
 
 
+async def test_finish_records_the_end_event_only_with_the_outcome(serve_db: ServeDB) -> None:
+    run_id, _ = await run(serve_db, await thread(serve_db))
+    await serve_db.claim_run("w1", TTL)
+    await serve_db.add_events(run_id, [RunEvent(1, "values", "{}")])
+    end = RunEvent(2, "end", "null")
+    assert not await serve_db.finish_run(run_id, "w2", "success", None, "idle", end)
+    assert await serve_db.last_seq(run_id) == 1  # not the holder: nothing written
+    assert await serve_db.finish_run(run_id, "w1", "success", {"v": 1}, "idle", end)
+    assert await serve_db.read_events(run_id, 1) == [end]
+
+
+async def test_cancelling_queued_runs_leaves_the_thread_idle_unless_busy(
+    serve_db: ServeDB,
+) -> None:
+    lone = await thread(serve_db)
+    queued, _ = await run(serve_db, lone)
+    shared = await thread(serve_db)
+    running, _ = await run(serve_db, shared)
+    await serve_db.claim_run("w1", TTL)  # the oldest: `queued`
+    waiting, _ = await run(serve_db, shared)
+    await serve_db.claim_run("w1", TTL)  # `running`; `waiting` waits behind it
+    ended = await serve_db.request_cancel([waiting], "interrupt")
+    assert [r.run_id for r in ended] == [waiting]
+    still = await serve_db.get_thread(shared, None)
+    assert still is not None
+    assert still.status == "busy"  # `running` goes on
+    assert await serve_db.finish_run(queued, "w1", "success", None, "idle")
+    assert await serve_db.finish_run(running, "w1", "success", None, "idle")
+    third, _ = await run(serve_db, lone)
+    assert [r.run_id for r in await serve_db.request_cancel([third], "interrupt")] == [third]
+    idle = await serve_db.get_thread(lone, None)
+    assert idle is not None
+    assert idle.status == "idle"
+
+
 async def test_finish_leaves_the_thread_busy_while_another_run_is_queued(
     serve_db: ServeDB,
 ) -> None:

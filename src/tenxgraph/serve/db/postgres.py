@@ -383,6 +383,7 @@ class PostgresServeDB(PgTables, ServeDB):
         status: RunStatus,
         result: dict[str, Any] | None,
         thread_status: ThreadStatus,
+        end: RunEvent | None = None,
     ) -> bool:
         update = (
             f"UPDATE {self._runs} SET status = $2, result = $3, updated_at = {_NOW}, "
@@ -400,6 +401,15 @@ class PostgresServeDB(PgTables, ServeDB):
             thread_id = await conn.fetchval(update, run_id, status, text, worker)
             if thread_id is None:
                 return False
+            if end is not None:
+                await conn.execute(
+                    f"INSERT INTO {self._events} (run_id, seq, event, data) "
+                    "VALUES ($1, $2, $3, $4)",
+                    run_id,
+                    end.seq,
+                    end.event,
+                    end.data,
+                )
             await conn.execute(mark, thread_id, thread_status)
             return True
 
@@ -417,13 +427,21 @@ class PostgresServeDB(PgTables, ServeDB):
             "AND status = 'running'"
         )
 
+        idle_unless_busy = (
+            f"UPDATE {self._threads} SET updated_at = {_NOW}, status = CASE WHEN EXISTS "
+            f"(SELECT 1 FROM {self._runs} WHERE thread_id = $1 AND status IN "
+            "('pending', 'running')) THEN 'busy' ELSE 'idle' END WHERE thread_id = $1"
+        )
+
         async def cancel(conn: Connection) -> list[RunRecord]:
             rows = await conn.fetch(stop_pending, list(run_ids), action)
             await conn.execute(ask_running, list(run_ids), action)
-            found = [_run(row) for row in rows]
-            for run in found:  # as they were: the caller finishes their threads' status
+            ended = [_run(row) for row in rows]
+            for thread_id in sorted({run.thread_id for run in ended}):
+                await conn.execute(idle_unless_busy, thread_id)
+            for run in ended:  # as they were before this call, like the SQLite backend's
                 run.status, run.cancel = "pending", None
-            return found
+            return ended
 
         return await self._transaction(cancel)
 
