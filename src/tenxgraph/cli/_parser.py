@@ -215,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a run stays this worker's without a heartbeat (default 30): how soon "
         "another worker resumes the runs of one that died",
     )
-    serve.add_argument("--max-runs", type=int, default=64, help="runs one worker executes at once")
+    serve.add_argument(
+        "--max-runs",
+        type=int,
+        default=64,
+        help="runs this worker executes at once (0: serve the API only, other workers execute)",
+    )
     serve.set_defaults(handler="serve:command")
     return parser
 

@@ -7,7 +7,8 @@ to mount in your own Starlette/FastAPI service.
 without a checkpointer (or store), its checkpoints (and long-term store): a SQLite path (the
 embedded default; one server process) or a PostgreSQL DSN (any number of workers on any
 number of hosts). With PostgreSQL, workers wake each other with LISTEN/NOTIFY, or through
-Redis pub/sub when `redis_url` is given.
+Redis pub/sub when `redis_url` is given. `max_runs` is how many runs this process executes at
+once; 0 serves the API only (the runs it queues are executed by other workers).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def create_app(
     stores = [g.store for g in served.values() if g.store is not None]
     server = Server(
         served, serve_db, bus, auth=auth, store=stores[0] if stores else default_store,
-        lease_ttl=lease_ttl, max_runs=max_runs, body_limit=body_limit,
+        lease_ttl=lease_ttl, max_runs=max_runs, body_limit=body_limit, run_worker=max_runs > 0,
     )  # fmt: skip
 
     @asynccontextmanager
