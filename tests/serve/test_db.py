@@ -425,3 +425,32 @@ async def test_racing_claimers_never_share_a_run_nor_a_thread(
     finally:
         for db in dbs:
             await db.aclose()
+
+
+async def test_tables_are_made_once_and_a_late_worker_waits_for_nobody(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Workers starting at once make the tables once; a worker starting while another is in
+    the middle of a transaction on them starts at once (no DDL then, which would wait for
+    that transaction, or deadlock with it)."""
+    import asyncpg
+
+    from tenxgraph.serve.db.postgres import PostgresServeDB
+
+    dsn, schema = pg_schema
+    dbs = [PostgresServeDB(dsn, schema=schema) for _ in range(4)]
+    late = PostgresServeDB(dsn, schema=schema)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await asyncio.gather(*(db.asetup() for db in dbs))
+        await run(dbs[0], await thread(dbs[0]))
+        async with conn.transaction():  # holds the runs table (and a row) until the block ends
+            await conn.execute(f'UPDATE "{schema}".tx_serve_runs SET updated_at = updated_at')
+            await asyncio.wait_for(late.asetup(), 10)
+            await asyncio.wait_for(late.count_threads("ann"), 10)
+        versions = await conn.fetch(f'SELECT version FROM "{schema}".tx_serve_version')
+        assert [row[0] for row in versions] == [1]
+    finally:
+        await conn.close()
+        for db in [*dbs, late]:
+            await db.aclose()

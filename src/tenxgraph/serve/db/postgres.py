@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+_VERSION_TABLE = "tx_serve_version"  # one row: the version of the tables' layout
+_SCHEMA_VERSION = 1
 _CLAIM_TRIES = 5  # a claim that lost a race on one thread's run tries again this many times
 
 
@@ -161,8 +163,23 @@ class PostgresServeDB(PgTables, ServeDB):
         async with conn.transaction():
             # many workers may start at once: one creates the tables, the others wait here
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            # Made already: no DDL then. Even `CREATE INDEX IF NOT EXISTS` locks its table,
+            # and a worker starting while others run would deadlock with their transactions.
+            marker = f"{self._s}.{_VERSION_TABLE}"
+            if await conn.fetchval("SELECT to_regclass($1)", marker) is not None:
+                found = await conn.fetchval(f"SELECT MAX(version) FROM {marker}")
+                if found == _SCHEMA_VERSION:
+                    return
+                if found is not None:
+                    raise RuntimeError(
+                        f"the server tables in schema {self.schema!r} are of version {found}; "
+                        f"this tenxgraph uses version {_SCHEMA_VERSION}: use another schema "
+                        "(or database), or the tenxgraph version that made them"
+                    )
             for statement in _schema(self._s):
                 await conn.execute(statement)
+            await conn.execute(f"CREATE TABLE IF NOT EXISTS {marker} (version INTEGER NOT NULL)")
+            await conn.execute(f"INSERT INTO {marker} VALUES ($1)", _SCHEMA_VERSION)
 
     async def _transaction(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         async def within(conn: Connection) -> T:
