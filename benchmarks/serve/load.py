@@ -117,8 +117,14 @@ async def _read(response: httpx.Response, client: Client) -> str | None:
 async def one_client(http: httpx.AsyncClient, urls: list[str], alive: list[bool], i: int,
                      client: Client) -> None:  # fmt: skip
     home = i % len(urls)
-    thread = (await http.post(f"{urls[home]}/threads", json={})).json()
-    client.thread_id = thread["thread_id"]
+    client.thread_id = str(uuid.uuid4())
+    for url in (urls[home], *urls):  # the home worker, or another if it died meanwhile
+        try:
+            body = {"thread_id": client.thread_id, "if_exists": "do_nothing"}
+            (await http.post(f"{url}/threads", json=body)).raise_for_status()
+            break
+        except httpx.TransportError:
+            continue
     question = {"type": "human", "content": f"where is order {i}?"}
     body = {"assistant_id": "bench", "stream_mode": ["messages-tuple"],
             "input": {"messages": [question]}}  # fmt: skip
@@ -138,6 +144,11 @@ async def one_client(http: httpx.AsyncClient, urls: list[str], alive: list[bool]
         other = next(u for k, u in enumerate(urls) if alive[k] and k != home)
         if not client.run_id:  # died before the run's first event reached us
             runs = (await http.get(f"{other}/threads/{client.thread_id}/runs")).json()
+            if not runs:  # nor was the run queued: ask again
+                path = f"{other}/threads/{client.thread_id}/runs/stream"
+                async with http.stream("POST", path, json=body) as response:
+                    last = await _read(response, client)
+                continue
             client.run_id = runs[0]["run_id"]
         headers = {"Last-Event-ID": last} if last else {}
         path = f"{other}/threads/{client.thread_id}/runs/{client.run_id}/stream"
@@ -160,6 +171,8 @@ async def check(http: httpx.AsyncClient, url: str, clients: list[Client]) -> dic
         ok = (len(runs) == 1 and runs[0]["status"] == "success" and len(set(ids)) == len(ids)
               and kinds == ["human", "ai", "tool", "ai"])  # fmt: skip
         bad += not ok
+        if not ok and bad <= 3:
+            print("bad thread", c.thread_id, [r["status"] for r in runs], kinds, file=sys.stderr)
     resumed = sum(c.events.count("metadata") > 1 for c in clients)  # a second attempt began
     return {"bad_threads": bad, "resumed_runs": resumed}
 

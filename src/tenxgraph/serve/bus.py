@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 QUEUE = "queue"
 CANCEL = "cancel"
@@ -35,7 +35,18 @@ class Bus:
 
     async def publish(self, topic: str) -> None:
         """Wake the waiters of `topic` here and, on a shared bus, in every worker."""
-        self.wake(topic)
+        await self.publish_many((topic,))
+
+    async def publish_many(self, topics: Iterable[str]) -> None:
+        """`publish` each topic, in as few messages between workers as fit."""
+        topics = list(topics)
+        for topic in topics:
+            self.wake(topic)
+        if topics:
+            await self._send(topics)
+
+    async def _send(self, topics: list[str]) -> None:
+        """Tell the other workers (a bus that crosses processes)."""
 
     def wake(self, topic: str) -> None:
         for event in self._waiting.get(topic, ()):
@@ -57,6 +68,29 @@ class Bus:
                     del self._waiting[topic]
 
 
+def payloads(sender: str, topics: list[str], size: int = 7000) -> Iterator[str]:
+    """`sender:topic topic ...` messages of at most about `size` characters (a NOTIFY
+    payload must stay under 8000 bytes); topics never contain spaces."""
+    chunk: list[str] = []
+    length = 0
+    for topic in topics:
+        if chunk and length + len(topic) > size:
+            yield f"{sender}:{' '.join(chunk)}"
+            chunk, length = [], 0
+        chunk.append(topic)
+        length += len(topic) + 1
+    if chunk:
+        yield f"{sender}:{' '.join(chunk)}"
+
+
+def received(bus: Bus, me: str, payload: str) -> None:
+    """Wake the topics of another worker's message (`payloads`); ignore this worker's own."""
+    sender, _, topics = payload.partition(":")
+    if sender != me:
+        for topic in topics.split(" "):
+            bus.wake(topic)
+
+
 async def wait_for(event: asyncio.Event, seconds: float) -> None:
     """Wait for a wake-up, or `seconds` (the poll that covers a lost one)."""
     with contextlib.suppress(TimeoutError):
@@ -64,4 +98,4 @@ async def wait_for(event: asyncio.Event, seconds: float) -> None:
     event.clear()
 
 
-__all__ = ["CANCEL", "QUEUE", "Bus", "run_topic", "wait_for"]
+__all__ = ["CANCEL", "QUEUE", "Bus", "payloads", "received", "run_topic", "wait_for"]

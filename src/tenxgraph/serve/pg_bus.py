@@ -15,7 +15,7 @@ import logging
 import uuid
 from typing import Any
 
-from tenxgraph.serve.bus import Bus
+from tenxgraph.serve.bus import Bus, payloads, received
 from tenxgraph.storage.checkpointer._pg_pools import dsn_pools, is_transient, load_asyncpg
 
 logger = logging.getLogger("tenxgraph.serve")
@@ -54,20 +54,19 @@ class PgBus(Bus):
         await self._drop()
         await self._pools.aclose()
 
-    async def publish(self, topic: str) -> None:
-        self.wake(topic)
-
+    async def _send(self, topics: list[str]) -> None:
         async def notify() -> None:
             pool = await self._pools.get()
             async with self._pools.connection(pool) as conn:
-                await conn.execute("SELECT pg_notify($1, $2)", self.channel, f"{self._me}:{topic}")
+                for payload in payloads(self._me, topics):
+                    await conn.execute("SELECT pg_notify($1, $2)", self.channel, payload)
 
         try:
             await notify()
         except Exception as exc:  # a lost wake-up costs a poll interval, never an event
             if not is_transient(exc):
                 raise
-            logger.warning("PgBus could not notify %r: %s", topic, exc)
+            logger.warning("PgBus could not notify %r: %s", topics[:3], exc)
 
     # -- the listening connection -----------------------------------------------------------
 
@@ -81,9 +80,7 @@ class PgBus(Bus):
         self.listening.set()
 
     def _received(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        sender, _, topic = payload.partition(":")
-        if sender != self._me:
-            self.wake(topic)
+        received(self, self._me, payload)
 
     async def _supervise(self) -> None:
         """Wait for the connection to drop; then reconnect and wake everyone."""

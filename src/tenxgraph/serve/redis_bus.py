@@ -16,7 +16,7 @@ import logging
 import uuid
 from typing import Any
 
-from tenxgraph.serve.bus import Bus
+from tenxgraph.serve.bus import Bus, payloads, received
 
 logger = logging.getLogger("tenxgraph.serve")
 _BACKOFF_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between reconnection attempts
@@ -63,16 +63,16 @@ class RedisBus(Bus):
             with contextlib.suppress(Exception):
                 await client.aclose()
 
-    async def publish(self, topic: str) -> None:
-        self.wake(topic)
+    async def _send(self, topics: list[str]) -> None:
         if self._client is None:
             return
         try:
-            await self._client.publish(self.channel, f"{self._me}:{topic}")
+            for payload in payloads(self._me, topics):
+                await self._client.publish(self.channel, payload)
         except Exception as exc:  # a lost wake-up costs a poll interval, never an event
             if not isinstance(exc, _load_redis().RedisError | OSError):
                 raise
-            logger.warning("RedisBus could not publish %r: %s", topic, exc)
+            logger.warning("RedisBus could not publish %r: %s", topics[:3], exc)
 
     async def _subscribe(self) -> Any:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
@@ -113,9 +113,7 @@ class RedisBus(Bus):
             return
         data = message.get("data")
         text = data.decode() if isinstance(data, bytes) else str(data)
-        sender, _, topic = text.partition(":")
-        if sender != self._me:
-            self.wake(topic)
+        received(self, self._me, text)
 
 
 __all__ = ["RedisBus"]

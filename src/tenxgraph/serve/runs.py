@@ -59,10 +59,12 @@ def outcome(state: AgentState | None) -> tuple[RunStatus, ThreadStatus, dict[str
     if state is None:
         return "success", "idle", {}
     values = values_to_wire(state)
-    meta = state.execution_meta
-    if str(getattr(meta.status, "value", meta.status)) in _PAUSED:
+    status = str(getattr(state.execution_meta.status, "value", state.execution_meta.status))
+    if status in _PAUSED:
         values["__interrupt__"] = interrupts_of(state)
         return "interrupted", "interrupted", values
+    if status == "error":  # a run that failed, found so by the worker resuming it
+        return "error", "error", values
     return "success", "idle", values
 
 

@@ -19,7 +19,7 @@ from tenxgraph.serve.db.base import ServeDB, ThreadBusyError, ThreadExistsError
 from tenxgraph.serve.http import HTTPError, not_found
 from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord, ThreadRecord, new_id
 from tenxgraph.serve.schemas import RunCreate
-from tenxgraph.serve.streaming import END, follow
+from tenxgraph.serve.streaming import END, EventLog, EventWriter, follow
 from tenxgraph.serve.worker import Worker
 from tenxgraph.storage.store.base import BaseStore
 
@@ -53,8 +53,11 @@ class Server:
         self.graphs, self.db, self.bus = graphs, db, bus
         self.auth, self.store, self.body_limit = auth, store, body_limit
         self._by_uuid = {assistant_uuid(name): name for name in graphs}
+        self.writer = EventWriter(db, bus)
         self.worker = (
-            Worker(db, bus, graphs, max_runs=max_runs, lease_ttl=lease_ttl) if run_worker else None
+            Worker(db, bus, graphs, max_runs=max_runs, lease_ttl=lease_ttl, writer=self.writer)
+            if run_worker
+            else None
         )
         self.ready = False
 
@@ -155,16 +158,14 @@ class Server:
         await self.bus.publish(CANCEL)
 
     async def _end_unstarted(self, run: RunRecord) -> None:
-        from tenxgraph.serve.streaming import EventLog
-
-        log = EventLog(self.db, self.bus, run.run_id, await self.db.last_seq(run.run_id))
+        log = EventLog(self.writer, run.run_id, await self.db.last_seq(run.run_id))  # not live
         log.add(END, None)
         await log.close()
 
     def events(
         self, run: RunRecord, after: int = 0, modes: Collection[str] | None = None
     ) -> AsyncIterator[RunEvent]:
-        return follow(self.db, self.bus, run.run_id, after, modes)
+        return follow(self.db, self.bus, run.run_id, after, modes, self.writer)
 
     async def result(self, run: RunRecord) -> dict[str, Any]:
         """Wait for the run to end; its final values (`__error__` when it failed)."""

@@ -10,7 +10,6 @@ same order; the bus only says when to look.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Collection
 from typing import Any
@@ -35,49 +34,97 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-class EventLog:
-    """The events of one run, numbered from `last_seq + 1`, written in batches by one task,
-    each batch followed by a wake-up of the run's followers. `close` writes what is left."""
+class EventWriter:
+    """Records the events of every run this process executes: what they add in a burst is
+    written together, in one transaction every `FLUSH_SECONDS`, then one wake-up message
+    names every run touched. Batches are written one after the other, so each run's events
+    are stored in order.
 
-    def __init__(self, db: ServeDB, bus: Bus, run_id: str, last_seq: int) -> None:
-        self._db, self._bus, self.run_id = db, bus, run_id
-        self._seq = last_seq
-        self._pending: list[RunEvent] = []
+    It also keeps, while a run executes here, the events of it already written, so that the
+    clients following it through this process read them from memory (`written`), not from
+    the database; never one that is not stored yet (a client must never have seen an event
+    that a worker dying now would number again)."""
+
+    def __init__(self, db: ServeDB, bus: Bus) -> None:
+        self._db, self._bus = db, bus
+        self._live: dict[str, tuple[int, list[RunEvent]]] = {}  # run -> (last seq before, events)
+        self._pending: list[tuple[str, RunEvent]] = []
+        self._lock = asyncio.Lock()
         self._writer: asyncio.Task[None] | None = None
-        self._failure: BaseException | None = None
+        self._failed: dict[str, BaseException] = {}
 
-    def add(self, event: str, data: Any) -> None:
-        self._seq += 1
-        self._pending.append(RunEvent(self._seq, event, _json(data)))
+    def open(self, run_id: str, last_seq: int) -> EventLog:
+        """The log of a run starting here, whose stored events end at `last_seq`."""
+        self._live[run_id] = (last_seq, [])
+        return EventLog(self, run_id, last_seq)
+
+    def closed(self, run_id: str) -> None:
+        """The run ended here: its followers read what is left from the database."""
+        self._live.pop(run_id, None)
+
+    def discard(self, run_id: str) -> None:
+        """Drop the run's events not written yet (the run is no longer this worker's)."""
+        self._pending = [(r, e) for r, e in self._pending if r != run_id]
+
+    def written(self, run_id: str, after: int) -> list[RunEvent] | None:
+        """The stored events of a run executing here with `seq > after`, or None when they
+        must be read from the database (not here, or older than this process's part)."""
+        found = self._live.get(run_id)
+        if found is None or after < found[0]:
+            return None
+        return found[1][after - found[0] :]
+
+    def add(self, run_id: str, event: RunEvent) -> None:
+        self._pending.append((run_id, event))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_soon())
 
     async def _write_soon(self) -> None:
         await asyncio.sleep(FLUSH_SECONDS)  # gather the events of a burst into one write
-        await self._write()
+        await self.flush()
 
-    async def _write(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                await self._db.add_events(self.run_id, batch)
-            except Exception as exc:  # the run goes on; close() reports it
-                self._failure = exc
-                return
-            await self._bus.publish(run_topic(self.run_id))
+    async def flush(self) -> None:
+        """Write everything added so far (and wait for a write under way)."""
+        async with self._lock:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                runs = list(dict.fromkeys(run_id for run_id, _ in batch))
+                try:
+                    await self._db.add_events_many(batch)
+                except Exception as exc:  # their runs go on; each run's close() reports it
+                    self._failed.update(dict.fromkeys(runs, exc))
+                    continue
+                for run_id, event in batch:
+                    live = self._live.get(run_id)
+                    if live is not None:
+                        live[1].append(event)
+                await self._bus.publish_many(run_topic(run_id) for run_id in runs)
+
+    def failure(self, run_id: str) -> BaseException | None:
+        return self._failed.pop(run_id, None)
+
+
+class EventLog:
+    """The events of one run, numbered from `last_seq + 1`, recorded by the process's
+    `EventWriter`. `close` waits until they are written."""
+
+    def __init__(self, writer: EventWriter, run_id: str, last_seq: int) -> None:
+        self._writer, self.run_id, self._seq = writer, run_id, last_seq
+
+    def add(self, event: str, data: Any) -> None:
+        self._writer.add(self.run_id, self.next_event(event, data))
 
     def next_event(self, event: str, data: Any) -> RunEvent:
-        """The run's next event, numbered but not recorded (for `ServeDB.finish_run`)."""
+        """The run's next event, numbered (`add` records it; `ServeDB.finish_run` takes
+        the `end` event this gives)."""
         self._seq += 1
         return RunEvent(self._seq, event, _json(data))
 
     async def close(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer
-        await self._write()
-        if self._failure is not None:
-            raise self._failure
+        await self._writer.flush()
+        failure = self._writer.failure(self.run_id)
+        if failure is not None:
+            raise failure
 
 
 def _mode(event: str) -> str:
@@ -95,7 +142,12 @@ def wanted(event: str, modes: Collection[str]) -> bool:
 
 
 async def follow(
-    db: ServeDB, bus: Bus, run_id: str, after: int = 0, modes: Collection[str] | None = None
+    db: ServeDB,
+    bus: Bus,
+    run_id: str,
+    after: int = 0,
+    modes: Collection[str] | None = None,
+    live: EventWriter | None = None,
 ) -> AsyncIterator[RunEvent]:
     """The run's events after `after`, as they are recorded, until its `end` event (recorded
     with the run's outcome), or until the run is gone (its thread was deleted)."""
@@ -103,7 +155,9 @@ async def follow(
         quiet = False
         while True:
             woke.clear()
-            events = await db.read_events(run_id, after)
+            events = None if live is None else live.written(run_id, after)
+            if events is None:
+                events = await db.read_events(run_id, after)
             for event in events:
                 after = event.seq
                 if modes is None or wanted(event.event, modes):
@@ -214,6 +268,7 @@ __all__ = [
     "STREAM_MODES",
     "ChunkEvents",
     "EventLog",
+    "EventWriter",
     "follow",
     "wanted",
 ]

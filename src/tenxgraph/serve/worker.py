@@ -13,11 +13,12 @@ import uuid
 from typing import Any
 
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
+from tenxgraph.core.state.execution_state import ExecutionStatus
 from tenxgraph.serve.bus import CANCEL, QUEUE, Bus, run_topic, wait_for
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.records import RunRecord, RunStatus, ThreadStatus
 from tenxgraph.serve.runs import NO_STATE, error_json, graph_config, graph_input, outcome
-from tenxgraph.serve.streaming import END, ChunkEvents, EventLog
+from tenxgraph.serve.streaming import END, ChunkEvents, EventLog, EventWriter
 from tenxgraph.utils.constants import ResponseGranularity
 
 logger = logging.getLogger("tenxgraph.serve")
@@ -36,8 +37,10 @@ class Worker:
         worker_id: str | None = None,
         max_runs: int = 64,
         lease_ttl: float = 30.0,
+        writer: EventWriter | None = None,
     ) -> None:
         self.db, self.bus, self.graphs = db, bus, graphs
+        self.writer = writer or EventWriter(db, bus)
         self.worker_id = worker_id or f"worker-{uuid.uuid4().hex[:12]}"
         self.max_runs, self.lease_ttl = max_runs, lease_ttl
         self._runs: dict[str, asyncio.Task[None]] = {}
@@ -113,8 +116,14 @@ class Worker:
     # -- one run ----------------------------------------------------------------------------
 
     async def _execute(self, run: RunRecord) -> None:
+        log = self.writer.open(run.run_id, await self.db.last_seq(run.run_id))
+        try:
+            await self._execute_logged(run, log)
+        finally:
+            self.writer.closed(run.run_id)
+
+    async def _execute_logged(self, run: RunRecord, log: EventLog) -> None:
         graph = self.graphs.get(run.assistant_id)
-        log = EventLog(self.db, self.bus, run.run_id, await self.db.last_seq(run.run_id))
         log.add("metadata", {"run_id": run.run_id, "attempt": run.attempt})
         status: RunStatus = "success"
         thread: ThreadStatus = "idle"
@@ -125,6 +134,8 @@ class Worker:
             status, thread, result = await self._run_graph(run, graph, log)
         except asyncio.CancelledError:
             why = self._stopping.pop(run.run_id, "")
+            if why == "lost":  # another worker has it: what this one did not write is void
+                self.writer.discard(run.run_id)
             if why in ("lost", "shutdown", ""):
                 raise  # not ours to finish
             status, thread = "interrupted", "idle"
@@ -136,8 +147,7 @@ class Worker:
         finally:
             end = log.next_event(END, None)
             if await self.db.finish_run(run.run_id, self.worker_id, status, result, thread, end):
-                await self.bus.publish(run_topic(run.run_id))
-                await self.bus.publish(QUEUE)
+                await self.bus.publish_many((run_topic(run.run_id), QUEUE))
             if run.temporary and graph is not None:
                 await _forget_thread(self.db, graph, run.thread_id)
 
@@ -145,7 +155,11 @@ class Worker:
         self, run: RunRecord, graph: CompiledGraph[Any], log: EventLog
     ) -> tuple[RunStatus, ThreadStatus, dict[str, Any]]:
         config = graph_config(run, self.lease_ttl)
-        data = await self._input(run, graph)
+        data, continuing = await self._input(run, graph)
+        if continuing:  # an earlier attempt wrote to the thread: did it finish the graph?
+            state = await graph.aget_state({"thread_id": run.thread_id})
+            if state is not None and state.execution_meta.status != ExecutionStatus.RUNNING:
+                return outcome(state)  # it did (or paused); its worker died before saying so
         kwargs = run.kwargs
         events = ChunkEvents(
             log,
@@ -159,17 +173,19 @@ class Worker:
                 events.add(chunk)
         return outcome(await graph.aget_state({"thread_id": run.thread_id}))
 
-    async def _input(self, run: RunRecord, graph: CompiledGraph[Any]) -> dict[str, Any] | None:
-        """The run's input; or None (continue the thread) when an earlier attempt already
-        wrote to it, i.e. its worker died after the thread moved past where the run began."""
+    async def _input(
+        self, run: RunRecord, graph: CompiledGraph[Any]
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """The run's input; or (None, True): continue the thread, when an earlier attempt
+        already wrote to it (its worker died after the thread moved past where it began)."""
         checkpointer = graph.checkpointer
         version = None if checkpointer is None else await checkpointer.aversion(run.thread_id)
         now = NO_STATE if version is None else version
         if run.start_version is not None and run.start_version != now:
-            return None
+            return None, True
         if run.start_version is None:
             await self.db.set_start_version(run.run_id, now)
-        return graph_input(run)
+        return graph_input(run), False
 
 
 async def _forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) -> None:

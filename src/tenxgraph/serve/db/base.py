@@ -165,6 +165,15 @@ class ServeDB(ABC):
     @abstractmethod
     async def add_events(self, run_id: str, events: Sequence[RunEvent]) -> None: ...
 
+    async def add_events_many(self, rows: Sequence[tuple[str, RunEvent]]) -> None:
+        """The events of several runs (`(run_id, event)` in order), in one transaction where
+        the backend can: a worker records all its runs' events together."""
+        by_run: dict[str, list[RunEvent]] = {}
+        for run_id, event in rows:
+            by_run.setdefault(run_id, []).append(event)
+        for run_id, events in by_run.items():
+            await self.add_events(run_id, events)
+
     @abstractmethod
     async def read_events(self, run_id: str, after: int, limit: int = 500) -> list[RunEvent]:
         """The run's events with `seq > after`, in order."""

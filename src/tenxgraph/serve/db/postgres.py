@@ -496,6 +496,22 @@ class PostgresServeDB(PgTables, ServeDB):
         )
         await self._run(lambda conn: conn.execute(query, *args))
 
+    async def add_events_many(self, rows: Sequence[tuple[str, RunEvent]]) -> None:
+        if not rows:
+            return
+        query = (  # ON CONFLICT: a retry after a commit whose answer was lost writes nothing twice
+            f"INSERT INTO {self._events} (run_id, seq, event, data) "
+            "SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[]) "
+            "ON CONFLICT (run_id, seq) DO NOTHING"
+        )
+        args = (
+            [run_id for run_id, _ in rows],
+            [e.seq for _, e in rows],
+            [e.event for _, e in rows],
+            [e.data for _, e in rows],
+        )
+        await self._run(lambda conn: conn.execute(query, *args))
+
     async def read_events(self, run_id: str, after: int, limit: int = 500) -> list[RunEvent]:
         query = (
             f"SELECT seq, event, data FROM {self._events} WHERE run_id = $1 AND seq > $2 "

@@ -39,6 +39,10 @@ _SCHEMA = (
         PRIMARY KEY (run_id, seq)) WITHOUT ROWID""",
 )
 
+# a retry after a commit whose answer was lost, or a late write of a worker whose run another
+# took, writes nothing twice
+_ADD_EVENTS = "INSERT OR IGNORE INTO serve_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)"
+
 _RUN_COLUMNS = (
     "run_id, thread_id, owner, assistant_id, kwargs, metadata, multitask_strategy, status, "
     "created_at, updated_at, worker, lease_expires, cancel, attempt, start_version, result, "
@@ -383,9 +387,14 @@ class SqliteServeDB(SqliteFile, ServeDB):
     # -- events -----------------------------------------------------------------------------
 
     async def add_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
-        query = "INSERT INTO serve_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)"
+        query = _ADD_EVENTS
         rows = [(run_id, e.seq, e.event, e.data) for e in events]
         await self._transaction(lambda conn: _done(conn.executemany(query, rows)))
+
+    async def add_events_many(self, rows: Sequence[tuple[str, RunEvent]]) -> None:
+        query = _ADD_EVENTS
+        values = [(run_id, e.seq, e.event, e.data) for run_id, e in rows]
+        await self._transaction(lambda conn: _done(conn.executemany(query, values)))
 
     async def read_events(self, run_id: str, after: int, limit: int = 500) -> list[RunEvent]:
         query = (
