@@ -43,6 +43,8 @@ def graph_config(run: RunRecord, lease_ttl: float) -> dict[str, Any]:
     }
     if "recursion_limit" in asked:
         config["recursion_limit"] = asked["recursion_limit"]
+    if run.owner:  # the caller, as auth identified them (never what the client claims)
+        config["user_id"] = run.owner
     config.update(
         configurable=configurable,
         thread_id=run.thread_id,

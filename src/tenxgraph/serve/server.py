@@ -155,6 +155,8 @@ class Server:
         ended = await self.db.request_cancel(run_ids, action)
         for run in ended:
             await self._end_unstarted(run)
+            if action == "rollback":
+                await self.db.delete_run(run.run_id, run.owner)
         await self.bus.publish(CANCEL)
 
     async def _end_unstarted(self, run: RunRecord) -> None:

@@ -128,6 +128,7 @@ class Worker:
         status: RunStatus = "success"
         thread: ThreadStatus = "idle"
         result: dict[str, Any] | None = None
+        rollback = False
         try:
             if graph is None:
                 raise LookupError(f"this server has no graph {run.assistant_id!r}")
@@ -139,6 +140,7 @@ class Worker:
             if why in ("lost", "shutdown", ""):
                 raise  # not ours to finish
             status, thread = "interrupted", "idle"
+            rollback = why == "rollback"
         except Exception as exc:
             log.add("error", error_json(exc))
             status, thread, result = "error", "error", {"__error__": error_json(exc)}
@@ -148,6 +150,8 @@ class Worker:
             end = log.next_event(END, None)
             if await self.db.finish_run(run.run_id, self.worker_id, status, result, thread, end):
                 await self.bus.publish_many((run_topic(run.run_id), QUEUE))
+                if rollback:  # the run is forgotten (the steps it saved stay: append-only)
+                    await self.db.delete_run(run.run_id, run.owner)
             if run.temporary and graph is not None:
                 await _forget_thread(self.db, graph, run.thread_id)
 
