@@ -26,6 +26,7 @@ from tenxgraph.storage.store.base import BaseStore
 #: LangGraph names an assistant made for a graph by this UUID namespace and the graph's id
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 DEFAULT_BODY_LIMIT = 10 * 1024 * 1024
+DEFAULT_HEARTBEAT = 15.0  # seconds between the ping comments of a quiet SSE stream
 
 
 def assistant_uuid(graph_id: str) -> str:
@@ -46,12 +47,14 @@ class Server:
         lease_ttl: float = 30.0,
         max_runs: int = 64,
         body_limit: int = DEFAULT_BODY_LIMIT,
+        heartbeat: float = DEFAULT_HEARTBEAT,
         run_worker: bool = True,
     ) -> None:
         if not graphs:
             raise ValueError("a server needs at least one graph")
         self.graphs, self.db, self.bus = graphs, db, bus
         self.auth, self.store, self.body_limit = auth, store, body_limit
+        self.heartbeat = heartbeat
         self._by_uuid = {assistant_uuid(name): name for name in graphs}
         self.worker = (
             Worker(db, bus, graphs, max_runs=max_runs, lease_ttl=lease_ttl) if run_worker else None
@@ -178,4 +181,4 @@ class Server:
         return {} if current is None else current.result or {}
 
 
-__all__ = ["Server", "assistant_uuid"]
+__all__ = ["DEFAULT_BODY_LIMIT", "DEFAULT_HEARTBEAT", "Server", "assistant_uuid"]

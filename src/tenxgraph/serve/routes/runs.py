@@ -20,8 +20,6 @@ from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError, input_from_wire
 
-HEARTBEAT_SECONDS = 15
-
 
 def _server(request: Request) -> Server:
     server: Server = request.app.state.tenxgraph
@@ -75,7 +73,7 @@ async def create_stream(request: Request) -> Response:
     cancel = (body.on_disconnect or "cancel") == "cancel"
     forget = stateless and body.on_completion != "keep"
     events = _sse(server, run, 0, body.stream_mode, cancel_on_disconnect=cancel, forget=forget)
-    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS, headers=_location(run, "stream"))
+    return EventSourceResponse(events, ping=server.heartbeat, headers=_location(run, "stream"))
 
 
 async def _sse(
@@ -152,7 +150,7 @@ async def join_stream(request: Request) -> Response:
     modes = request.query_params.getlist("stream_mode") or None
     cancel = request.query_params.get("cancel_on_disconnect", "").lower() in ("1", "true")
     events = _sse(server, run, after, modes, cancel_on_disconnect=cancel)
-    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS)
+    return EventSourceResponse(events, ping=server.heartbeat)
 
 
 async def cancel_run(request: Request) -> Response:

@@ -144,9 +144,10 @@ async def copy_thread(request: Request) -> Response:
     copy = ThreadRecord(new_id(), owner, dict(source.metadata))
     await server.db.create_thread(copy)
     state = await graph.aget_state({"thread_id": source.thread_id})
-    if state is not None:
-        values = state.model_copy(deep=True)
-        await graph.aupdate_state({"thread_id": copy.thread_id}, values)
+    if state is not None and graph.checkpointer is not None:  # the state as the copy's first
+        await graph.checkpointer.asave(
+            copy.thread_id, expected_version=None, state=state, new_messages=state.context
+        )
     status: ThreadStatus = "interrupted" if state and interrupts_of(state) else "idle"
     copy = await server.db.update_thread(copy.thread_id, owner, status=status) or copy
     return answer(thread_json(copy))
@@ -179,7 +180,7 @@ async def update_state(request: Request) -> Response:
     graph = server.graph_of(thread)
     values: dict[str, Any] = dict(update.get("state") or {})
     if update.get("messages"):
-        values["messages"] = update["messages"]
+        values["context"] = update["messages"]  # the conversation field of tenxgraph's state
     try:
         version = await graph.aupdate_state({"thread_id": thread.thread_id}, values)
     except ValueError as exc:

@@ -1,0 +1,90 @@
+"""A real server for the tests: `create_app(...)` on uvicorn on loopback, in a thread with its
+own event loop, over a SQLite db in tmp_path. `served` starts one with the default graphs
+(see graphs.py); parametrize it indirectly with a dict of `create_app` arguments:
+
+    @pytest.mark.parametrize("served", [{"auth": bearer_tokens({...})}], indirect=True)
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from tenxgraph.serve import create_app
+from tests.serve.graphs import Gate, all_graphs
+
+
+@dataclass
+class Served:
+    url: str
+    gate: Gate
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, token: str | None = None) -> LangGraphClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        return get_client(url=self.url, api_key=None, headers=headers)
+
+    def http(self, token: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+
+
+def _wait_ready(url: str, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if not thread.is_alive():
+            raise RuntimeError("the test server stopped while starting")
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.02)  # polling readiness is the one wait a server start has
+    raise RuntimeError("the test server did not answer /ok in time")
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    options: dict[str, Any] = dict(getattr(request, "param", None) or {})
+    gate = Gate()
+    graphs = options.pop("graphs", None) or all_graphs(gate)
+    app = create_app(graphs, db=str(tmp_path / "serve.db"), **options)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5, ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        _wait_ready(url, thread)
+        yield Served(url, gate, options)
+    finally:
+        gate.release.set()
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+        assert not thread.is_alive(), "the test server did not stop"
+
+
+@pytest.fixture
+async def client(served: Served) -> AsyncIterator[LangGraphClient]:
+    sdk = served.client()
+    try:
+        yield sdk
+    finally:
+        await sdk.aclose()
