@@ -147,7 +147,8 @@ async def join_stream(request: Request) -> Response:
     server, run = await _found(request)
     last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     after = int(last) if last and last.isdigit() else 0
-    modes = request.query_params.getlist("stream_mode") or None
+    # every mode the run streams unless some are named (a client may send an empty one)
+    modes = [m for m in request.query_params.getlist("stream_mode") if m] or None
     cancel = request.query_params.get("cancel_on_disconnect", "").lower() in ("1", "true")
     events = _sse(server, run, after, modes, cancel_on_disconnect=cancel)
     return EventSourceResponse(events, ping=server.heartbeat)
