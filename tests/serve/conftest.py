@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
+from starlette.applications import Starlette
 
 from tenxgraph.serve import create_app
 from tests.serve.graphs import Gate, all_graphs
@@ -29,6 +30,7 @@ from tests.serve.graphs import Gate, all_graphs
 class Served:
     url: str
     gate: Gate
+    app: Starlette
     options: dict[str, Any] = field(default_factory=dict)
 
     def client(self, token: str | None = None) -> LangGraphClient:
@@ -72,7 +74,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     thread.start()
     try:
         _wait_ready(url, thread)
-        yield Served(url, gate, options)
+        yield Served(url, gate, app, options)
     finally:
         gate.release.set()
         server.should_exit = True

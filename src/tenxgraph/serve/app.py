@@ -100,6 +100,7 @@ def create_app(
         return JSONResponse({"ok": server.ready}, 200 if server.ready else 503)
 
     async def info(request: Request) -> Response:
+        await server.owner(request)
         return JSONResponse({"version": "tenxgraph", "flags": {"assistants": True}})
 
     routes = [Route("/ok", ok), Route("/info", info)]
