@@ -26,7 +26,7 @@ from tenxgraph.serve.auth import Authenticate
 from tenxgraph.serve.bus import Bus
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.http import HTTPError
-from tenxgraph.serve.routes import assistants, page, runs, store, threads
+from tenxgraph.serve.routes import assistants, page, protocol, runs, store, threads
 from tenxgraph.serve.server import DEFAULT_BODY_LIMIT, DEFAULT_HEARTBEAT, Server
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.storage.store.base import BaseStore
@@ -104,7 +104,7 @@ def create_app(
         return JSONResponse({"version": "tenxgraph", "flags": {"assistants": True}})
 
     routes = [Route("/ok", ok), Route("/info", info)]
-    routes += assistants.ROUTES + threads.ROUTES + runs.ROUTES + store.ROUTES
+    routes += assistants.ROUTES + threads.ROUTES + runs.ROUTES + store.ROUTES + protocol.ROUTES
     if page_enabled:
         routes += page.ROUTES
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPError: _error})

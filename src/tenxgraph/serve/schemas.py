@@ -50,6 +50,15 @@ class StateUpdate(Body):
 
 class HistoryQuery(Body):
     limit: int = Limit
+    before: str | dict[str, Any] | None = None  # only checkpoints older than this one
+
+    def before_id(self) -> str | None:
+        """`before` as a checkpoint id (LangGraph's clients may send a checkpoint object)."""
+        if isinstance(self.before, dict):
+            inner = self.before.get("configurable") or self.before
+            found = inner.get("checkpoint_id")
+            return None if found is None else str(found)
+        return self.before
 
 
 class Command(Body):
@@ -66,7 +75,14 @@ class Command(Body):
 
 
 class RunCreate(Body):
-    assistant_id: str = Field(min_length=1)
+    """A run as LangGraph's clients ask for it (`assistant_id`, the thread in the path) or as
+    the Agent Protocol does (`agent_id`, or none for the first graph; `thread_id` in the body;
+    `messages` beside or instead of `input`)."""
+
+    assistant_id: str | None = Field(default=None, min_length=1)
+    agent_id: str | None = Field(default=None, min_length=1)
+    thread_id: str | None = Field(default=None, min_length=1)
+    messages: list[Any] | None = None
     input: Any = None
     command: Command | None = None
     config: dict[str, Any] | None = None
@@ -106,7 +122,16 @@ class RunCreate(Body):
         for name, why in refused.items():
             if getattr(self, name) not in (None, [], {}):
                 raise ValueError(f"{name} is not supported: {why}")
+        if self.messages is not None:
+            if self.input is not None and not isinstance(self.input, dict):
+                raise ValueError("messages goes with an object input (or none), not both")
+            self.input = {**(self.input or {}), "messages": self.messages}
         return self
+
+    @property
+    def agent_protocol(self) -> bool:
+        """Whether the client speaks the Agent Protocol (it names no `assistant_id`)."""
+        return self.assistant_id is None
 
     def stored(self) -> dict[str, Any]:
         """What the run keeps of the request (its `kwargs`)."""
@@ -123,6 +148,33 @@ class RunCreate(Body):
             },
             exclude_none=True,
         )
+
+
+class RunSearch(Body):
+    metadata: dict[str, Any] | None = None
+    status: Literal["pending", "running", "success", "error", "interrupted", "timeout"] | None = (
+        None
+    )
+    thread_id: str | None = None
+    agent_id: str | None = None
+    limit: int = Limit
+    offset: int = Offset
+
+
+class ThreadEvents(Body):
+    """The Agent Protocol's thread event stream: which channels (and namespaces) to send,
+    and the sequence number of the current run's events to replay after."""
+
+    channels: list[str] = Field(min_length=1)
+    namespaces: list[list[str]] | None = None
+    depth: int | None = Field(default=None, ge=0)
+    since: int = Field(default=0, ge=0)
+
+
+class StreamingCommand(Body):
+    id: int = Field(ge=0)
+    method: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunsCancel(Body):

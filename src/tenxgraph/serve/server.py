@@ -116,7 +116,7 @@ class Server:
         self, owner: str, thread_id: str | None, body: RunCreate, *, temporary: bool = False
     ) -> RunRecord:
         """Queue a run (on a new temporary thread when `thread_id` is None)."""
-        graph_id = self.graph_id(body.assistant_id)
+        graph_id = self.graph_id(body.assistant_id or body.agent_id or next(iter(self.graphs)))
         if thread_id is None:
             thread_id = new_id()
             meta = {"graph_id": graph_id, "assistant_id": graph_id, "stateless": True}

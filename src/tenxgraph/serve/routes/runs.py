@@ -20,6 +20,8 @@ from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError, input_from_wire
 
+SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
+
 
 def _server(request: Request) -> Server:
     server: Server = request.app.state.tenxgraph
@@ -36,7 +38,8 @@ async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunReco
             input_from_wire(body.command.update)
     except WireError as exc:
         raise HTTPError(422, str(exc)) from None
-    thread_id = None if stateless else request.path_params["thread_id"]
+    thread_id = body.thread_id if stateless else request.path_params["thread_id"]
+    stateless = thread_id is None  # the Agent Protocol names the thread in the body
     delete_after = stateless and body.on_completion != "keep"
     background = request.url.path.rstrip("/").endswith("/runs")
     run = await server.create_run(owner, thread_id, body, temporary=delete_after and background)
@@ -62,16 +65,24 @@ async def create_wait(request: Request) -> Response:
         if (body.on_disconnect or "cancel") == "cancel":
             await _cancel_soon(server, run)
         raise
-    if stateless and body.on_completion != "keep":
+    if stateless and body.thread_id is None and body.on_completion != "keep":
         await _forget(server, run)
+    if body.agent_protocol:
+        return answer(await _wait_json(server, run, result), headers=_location(run, "join"))
     return answer(result, headers=_location(run, "join"))
+
+
+async def _wait_json(server: Server, run: RunRecord, values: dict[str, Any]) -> dict[str, Any]:
+    """The Agent Protocol's answer to waiting for a run: the run, its values, messages."""
+    ended = await server.db.get_run(run.run_id, None) or run
+    return {"run": run_json(ended), "values": values, "messages": values.get("messages", [])}
 
 
 async def create_stream(request: Request) -> Response:
     stateless = "thread_id" not in request.path_params
     server, run, body = await _create(request, stateless=stateless)
     cancel = (body.on_disconnect or "cancel") == "cancel"
-    forget = stateless and body.on_completion != "keep"
+    forget = stateless and body.thread_id is None and body.on_completion != "keep"
     events = _sse(server, run, 0, body.stream_mode, cancel_on_disconnect=cancel, forget=forget)
     return EventSourceResponse(events, ping=server.heartbeat, headers=_location(run, "stream"))
 
@@ -143,6 +154,35 @@ async def join(request: Request) -> Response:
     return answer(await server.result(run))
 
 
+async def wait_run(request: Request) -> Response:
+    """The Agent Protocol's `GET /runs/{run_id}/wait`: the run once ended, with its values."""
+    server, run = await _found(request)
+    return answer(await _wait_json(server, run, await server.result(run)))
+
+
+async def search_runs(request: Request) -> Response:
+    """The Agent Protocol's run search, over the caller's threads (newest run first)."""
+    server = _server(request)
+    owner = await server.owner(request)
+    body = await read_body(request, schemas.RunSearch, server.body_limit)
+    if body.thread_id is not None:
+        thread_ids = [(await server.thread(body.thread_id, owner)).thread_id]
+    else:
+        threads = await server.db.search_threads(owner, limit=SEARCH_SCOPE)
+        thread_ids = [t.thread_id for t in threads]
+    agent = None if body.agent_id is None else server.graph_id(body.agent_id)
+    found: list[RunRecord] = []
+    for thread_id in thread_ids:
+        runs = await server.db.list_runs(thread_id, owner, status=body.status, limit=SEARCH_SCOPE)
+        found += [
+            r for r in runs
+            if agent in (None, r.assistant_id)
+            and all(r.metadata.get(k) == v for k, v in (body.metadata or {}).items())
+        ]  # fmt: skip
+    found.sort(key=lambda r: r.created_at, reverse=True)
+    return answer([run_json(r) for r in found[body.offset : body.offset + body.limit]])
+
+
 async def join_stream(request: Request) -> Response:
     server, run = await _found(request)
     last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
@@ -163,7 +203,7 @@ async def cancel_run(request: Request) -> Response:
         await server.cancel([run.run_id], action)
     if request.query_params.get("wait", "").lower() in ("1", "true"):
         await server.result(run)
-    return Response(status_code=202)
+    return Response(status_code=202 if "thread_id" in request.path_params else 204)
 
 
 async def cancel_many(request: Request) -> Response:
@@ -206,10 +246,11 @@ ROUTES = [
     Route("/runs/stream", create_stream, methods=["POST"]),
     Route("/runs/wait", create_wait, methods=["POST"]),
     Route("/runs/cancel", cancel_many, methods=["POST"]),
+    Route("/runs/search", search_runs, methods=["POST"]),
     # the Agent Protocol's run paths (no thread in them)
     Route("/runs/{run_id}", get_run, methods=["GET"]),
     Route("/runs/{run_id}", delete_run, methods=["DELETE"]),
-    Route("/runs/{run_id}/wait", join, methods=["GET"]),
+    Route("/runs/{run_id}/wait", wait_run, methods=["GET"]),
     Route("/runs/{run_id}/stream", join_stream, methods=["GET"]),
     Route("/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
 ]

@@ -14,7 +14,7 @@ from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.state import AgentState
 from tenxgraph.serve import schemas
 from tenxgraph.serve.db.base import ThreadExistsError
-from tenxgraph.serve.http import HTTPError, answer, read_body
+from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
 from tenxgraph.serve.records import ThreadRecord, ThreadStatus, iso, new_id, thread_json
 from tenxgraph.serve.runs import interrupts_of
 from tenxgraph.serve.server import Server
@@ -153,15 +153,17 @@ async def copy_thread(request: Request) -> Response:
     return answer(thread_json(copy))
 
 
+def _version(checkpoint_id: str) -> int:
+    if not checkpoint_id.isdigit():
+        raise HTTPError(422, f"checkpoint_id is a version number here, got {checkpoint_id!r}")
+    return int(checkpoint_id)
+
+
 async def get_state(request: Request) -> Response:
     server = _server(request)
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     raw = request.path_params.get("checkpoint_id")
-    version = None
-    if raw is not None:
-        if not raw.isdigit():
-            raise HTTPError(422, f"checkpoint_id is a version number here, got {raw!r}")
-        version = int(raw)
+    version = None if raw is None else _version(raw)
     state, version = await _state(server.graph_of(thread), thread.thread_id, version)
     if raw is not None and state is None:
         raise HTTPError(404, f"thread {thread.thread_id!r} has no checkpoint {raw!r}")
@@ -194,11 +196,19 @@ async def history(request: Request) -> Response:
     server = _server(request)
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     if request.method == "POST":
-        limit = (await read_body(request, schemas.HistoryQuery, server.body_limit)).limit
-    else:
-        limit = int(request.query_params.get("limit", "10"))
+        query = await read_body(request, schemas.HistoryQuery, server.body_limit)
+    else:  # the Agent Protocol's form: ?limit=&before=
+        query = schemas.HistoryQuery(
+            limit=query_int(request, "limit", 10, 1, 1000),
+            before=request.query_params.get("before"),
+        )
+    before_id = query.before_id()
+    before = _version(before_id) if before_id else None
     graph = server.graph_of(thread)
-    infos = await graph.aget_state_history({"thread_id": thread.thread_id}, limit=limit)
+    config = {"thread_id": thread.thread_id}
+    infos = await graph.aget_state_history(config, limit=None if before else query.limit)
+    if before is not None:
+        infos = [info for info in infos if info.version < before][: query.limit]
     states = []
     for info in infos:
         state, _ = await _state(graph, thread.thread_id, info.version)

@@ -1,0 +1,163 @@
+"""The Agent Protocol's thread streaming transport over HTTP: `POST /threads/{id}/commands`
+(`run.start`, `input.respond`, `state.get`) and `POST /threads/{id}/stream`, an SSE stream of
+the thread's run events as the protocol frames them (`{"type": "event", "method": channel,
+"params": {"namespace", "timestamp", "data"}}`), filtered by channel and namespace. The stream
+follows the thread's active run (or its next one, or its last), then every later run, until
+the client closes it; `since` replays the first followed run's events after that sequence
+number (sequence numbers count each run's events)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tenxgraph.serve import schemas
+from tenxgraph.serve.bus import QUEUE, wait_for
+from tenxgraph.serve.http import HTTPError, answer, read_body
+from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord
+from tenxgraph.serve.routes.threads import _state, state_json
+from tenxgraph.serve.server import Server
+from tenxgraph.serve.streaming import POLL_SECONDS
+
+#: what runs started with `run.start` record: every channel the stream can send
+PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]
+_LIFECYCLE = {"metadata": "started", "end": "completed", "error": "failed"}
+
+
+def _server(request: Request) -> Server:
+    server: Server = request.app.state.tenxgraph
+    return server
+
+
+def _failure(command_id: int | None, error: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "id": command_id, "error": error, "message": message}
+
+
+async def commands(request: Request) -> Response:
+    server = _server(request)
+    owner = await server.owner(request)
+    thread_id = request.path_params["thread_id"]
+    command = await read_body(request, schemas.StreamingCommand, server.body_limit)
+    try:
+        if command.method == "state.get":
+            thread = await server.thread(thread_id, owner)
+            state, version = await _state(server.graph_of(thread), thread_id)
+            result = state_json(thread_id, state, version)
+        elif command.method in ("run.start", "input.respond"):
+            result = {"run_id": await _start(server, owner, thread_id, command)}
+        else:
+            known = "run.start, input.respond, state.get"
+            message = f"unknown command {command.method!r}; this server knows {known}"
+            return answer(_failure(command.id, "unknown_command", message))
+    except HTTPError as exc:
+        error = {404: "not_found", 409: "conflict"}.get(exc.status, "invalid_argument")
+        return answer(_failure(command.id, error, exc.detail))
+    return answer({"type": "success", "id": command.id, "result": result, "meta": {}})
+
+
+async def _start(server: Server, owner: str, thread_id: str, command: Any) -> str:
+    """Queue the run a command asks for: `run.start` starts one (a resume when the thread is
+    paused, after the running one otherwise); `input.respond` answers the pending interrupt."""
+    params = command.params
+    thread = await server.db.get_thread(thread_id, owner)
+    graph_id = params.get("assistant_id") or params.get("assistantId")
+    if graph_id is None and thread is not None:
+        graph_id = thread.metadata.get("graph_id")
+    body: dict[str, Any] = {
+        "assistant_id": graph_id or next(iter(server.graphs)),
+        "config": params.get("config"),
+        "metadata": params.get("metadata") or {},
+        "stream_mode": PROTOCOL_MODES,
+        "if_not_exists": "create",
+    }
+    if command.method == "input.respond":
+        body["command"] = {"resume": params.get("response"), "update": params.get("update")}
+    elif thread is not None and thread.status == "interrupted":
+        body["command"] = {"resume": params.get("input")}
+    else:
+        body["input"] = params.get("input")
+    try:
+        run_body = schemas.RunCreate.model_validate(body)
+    except ValueError as exc:
+        raise HTTPError(422, f"invalid command params: {exc}") from None
+    run = await server.create_run(owner, thread_id, run_body)
+    return run.run_id
+
+
+async def stream(request: Request) -> Response:
+    server = _server(request)
+    owner = await server.owner(request)
+    thread = await server.thread(request.path_params["thread_id"], owner)
+    body = await read_body(request, schemas.ThreadEvents, server.body_limit)
+    return EventSourceResponse(
+        _events(server, owner, thread.thread_id, body), ping=server.heartbeat
+    )
+
+
+async def _next_run(server: Server, owner: str, thread_id: str, done: set[str]) -> RunRecord:
+    """The thread's oldest run not in `done`, waiting for one to be queued."""
+    with server.bus.watch(QUEUE) as woke:
+        while True:
+            woke.clear()
+            runs = await server.db.list_runs(thread_id, owner, limit=1000)  # newest first
+            fresh = [r for r in runs if r.run_id not in done]
+            if fresh:
+                return fresh[-1]
+            await wait_for(woke, POLL_SECONDS)
+
+
+async def _events(
+    server: Server, owner: str, thread_id: str, body: schemas.ThreadEvents
+) -> AsyncIterator[ServerSentEvent]:
+    runs = await server.db.list_runs(thread_id, owner, limit=1000)  # newest first
+    active = [i for i, r in enumerate(runs) if r.status in ACTIVE]
+    first = active[-1] if active else 0  # the oldest active run, else the last one
+    done = {r.run_id for r in runs[first + 1 :]}
+    after = body.since
+    while True:
+        run = await _next_run(server, owner, thread_id, done)
+        done.add(run.run_id)
+        async for event in server.events(run, after):
+            framed = _frame(event, run, body)
+            if framed is not None:
+                yield framed
+        after = 0
+
+
+def _frame(event: RunEvent, run: RunRecord, body: schemas.ThreadEvents) -> ServerSentEvent | None:
+    """A run event as the protocol's event, or None when the stream's filter leaves it out."""
+    base, *namespace = event.event.split("|")
+    channel = "lifecycle" if base in _LIFECYCLE else base
+    if channel not in body.channels or base.startswith("messages/"):
+        return None
+    if body.namespaces is not None and not any(
+        namespace[: len(prefix)] == prefix
+        and (body.depth is None or len(namespace) - len(prefix) <= body.depth)
+        for prefix in body.namespaces
+    ):
+        return None
+    data = json.loads(event.data)
+    if channel == "lifecycle":
+        data = {"event": _LIFECYCLE[base], "run_id": run.run_id, **(data or {})}
+    event_id = f"{run.run_id}:{event.seq}"
+    framed = {
+        "type": "event",
+        "eventId": event_id,
+        "seq": event.seq,
+        "method": channel,
+        "params": {"namespace": namespace, "timestamp": int(time.time() * 1000), "data": data},
+    }
+    return ServerSentEvent(data=json.dumps(framed), event=channel, id=event_id)
+
+
+ROUTES = [
+    Route("/threads/{thread_id}/commands", commands, methods=["POST"]),
+    Route("/threads/{thread_id}/stream", stream, methods=["POST"]),
+]
