@@ -4,6 +4,8 @@ exactly as long as the test wants."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -122,3 +124,62 @@ async def test_a_quiet_stream_gets_ping_comments(served: Served) -> None:
             if line.startswith("event: end"):
                 break
     assert pings >= 2
+
+
+async def test_deleting_a_thread_with_a_running_run_leaves_no_state(served: Served) -> None:
+    client, thread_id, _run_id = await _busy(served)
+    await client.threads.delete(thread_id)
+    served.gate.release.set()
+    again = await client.threads.create(thread_id=thread_id)
+    assert (await client.threads.get_state(again["thread_id"]))["values"] == {}
+    assert await client.runs.list(thread_id) == []
+
+
+async def _gone(client: LangGraphClient) -> None:
+    """Wait until the server has deleted every thread (bounded; a stateless run's thread goes
+    right after the run ends, apart from the request that ended it)."""
+    for _ in range(500):
+        if await client.threads.count() == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the stateless run's thread is still there")
+
+
+async def test_a_stateless_stream_whose_client_leaves_is_cancelled_and_forgotten(
+    served: Served,
+) -> None:
+    client = served.client()
+    stream = client.runs.stream(None, "held", input=_says("hi"))
+    await anext(stream)
+    await served.gate.wait_entered()
+    [_thread] = await client.threads.search()
+    await stream.aclose()
+    await _gone(client)
+    assert served.gate.started == 1
+    served.gate.release.set()
+    assert await client.threads.count() == 0
+
+
+async def test_a_wait_whose_client_leaves_is_cancelled(served: Served) -> None:
+    client = served.client()
+    thread_id = str((await client.threads.create())["thread_id"])
+    waiting = asyncio.create_task(client.runs.wait(thread_id, "held", input=_says("hi")))
+    await served.gate.wait_entered()
+    [run] = await client.runs.list(thread_id)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await client.runs.join(thread_id, run["run_id"])  # ends without the gate opening
+    assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+
+
+async def test_a_stateless_wait_whose_client_leaves_is_cancelled_and_forgotten(
+    served: Served,
+) -> None:
+    client = served.client()
+    waiting = asyncio.create_task(client.runs.wait(None, "held", input=_says("hi")))
+    await served.gate.wait_entered()
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await _gone(client)

@@ -5,9 +5,11 @@ its result, cancel it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Coroutine
 from typing import Any
 
 from starlette.requests import Request
@@ -22,6 +24,8 @@ from tenxgraph.serve.schemas import RunCreate
 from tenxgraph.serve.streaming import END, follow
 from tenxgraph.serve.worker import Worker
 from tenxgraph.storage.store.base import BaseStore
+
+logger = logging.getLogger("tenxgraph.serve")
 
 #: LangGraph names an assistant made for a graph by this UUID namespace and the graph's id
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -60,6 +64,7 @@ class Server:
             Worker(db, bus, graphs, max_runs=max_runs, lease_ttl=lease_ttl) if run_worker else None
         )
         self.ready = False
+        self._detached: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.db.asetup()
@@ -70,6 +75,9 @@ class Server:
 
     async def stop(self) -> None:
         self.ready = False
+        for task in self._detached:
+            task.cancel()
+        await asyncio.gather(*self._detached, return_exceptions=True)
         if self.worker is not None:
             await self.worker.stop()
         await self.bus.stop()
@@ -77,6 +85,12 @@ class Server:
         for graph in self.graphs.values():
             with contextlib.suppress(Exception):
                 await graph.aclose()
+
+    def detach(self, work: Coroutine[Any, Any, None]) -> None:
+        """Do `work` apart from the request that asked for it (which may be going away)."""
+        task = asyncio.create_task(_logged(work))
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
 
     # -- who and what -----------------------------------------------------------------------
 
@@ -179,6 +193,13 @@ class Server:
                 pass
             current = await self.db.get_run(run.run_id, None)
         return {} if current is None else current.result or {}
+
+
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await work
+    except Exception:
+        logger.exception("tenxgraph serve: a detached task failed")
 
 
 __all__ = ["DEFAULT_BODY_LIMIT", "DEFAULT_HEARTBEAT", "Server", "assistant_uuid"]

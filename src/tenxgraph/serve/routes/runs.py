@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, NamedTuple
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
@@ -28,7 +28,14 @@ def _server(request: Request) -> Server:
     return server
 
 
-async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunRecord, Any]:
+class _Created(NamedTuple):
+    server: Server
+    run: RunRecord
+    body: schemas.RunCreate
+    forget: bool  # the run's thread was made for it, to delete once it ended
+
+
+async def _create(request: Request) -> _Created:
     server = _server(request)
     owner = await server.owner(request)
     body = await read_body(request, schemas.RunCreate, server.body_limit)
@@ -38,12 +45,12 @@ async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunReco
             input_from_wire(body.command.update)
     except WireError as exc:
         raise HTTPError(422, str(exc)) from None
-    thread_id = body.thread_id if stateless else request.path_params["thread_id"]
-    stateless = thread_id is None  # the Agent Protocol names the thread in the body
-    delete_after = stateless and body.on_completion != "keep"
+    # the thread is in the path, or (the Agent Protocol) in the body, or none: stateless
+    thread_id = request.path_params.get("thread_id", body.thread_id)
+    forget = thread_id is None and body.on_completion != "keep"
     background = request.url.path.rstrip("/").endswith("/runs")
-    run = await server.create_run(owner, thread_id, body, temporary=delete_after and background)
-    return server, run, body
+    run = await server.create_run(owner, thread_id, body, temporary=forget and background)
+    return _Created(server, run, body, forget)
 
 
 def _location(run: RunRecord, what: str) -> dict[str, str]:
@@ -52,37 +59,53 @@ def _location(run: RunRecord, what: str) -> dict[str, str]:
 
 
 async def create_background(request: Request) -> Response:
-    _, run, _ = await _create(request, stateless="thread_id" not in request.path_params)
+    run = (await _create(request)).run
     return answer(run_json(run), headers={"Content-Location": _location(run, "")["Location"]})
 
 
 async def create_wait(request: Request) -> Response:
-    stateless = "thread_id" not in request.path_params
-    server, run, body = await _create(request, stateless=stateless)
-    try:
-        result = await server.result(run)
-    except asyncio.CancelledError:
-        if (body.on_disconnect or "cancel") == "cancel":
-            await _cancel_soon(server, run)
-        raise
-    if stateless and body.thread_id is None and body.on_completion != "keep":
+    server, run, body, forget = await _create(request)
+    result = await _unless_disconnected(request, server.result(run))
+    if result is None:  # the client went away: nobody reads the answer
+        cancel = (body.on_disconnect or "cancel") == "cancel"
+        server.detach(_after_disconnect(server, run, cancel, forget))
+        return Response(status_code=499)
+    ended = await server.db.get_run(run.run_id, None) or run
+    if forget:
         await _forget(server, run)
     if body.agent_protocol:
-        return answer(await _wait_json(server, run, result), headers=_location(run, "join"))
+        return answer(_wait_json(ended, result), headers=_location(run, "join"))
     return answer(result, headers=_location(run, "join"))
 
 
-async def _wait_json(server: Server, run: RunRecord, values: dict[str, Any]) -> dict[str, Any]:
+async def _unless_disconnected(
+    request: Request, work: Coroutine[Any, Any, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """`work`'s result, or None (and `work` cancelled) if the client disconnects first."""
+    waiting = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, gone):
+            task.cancel()
+    return waiting.result() if waiting.done() and not waiting.cancelled() else None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (its body was read: nothing else can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _wait_json(run: RunRecord, values: dict[str, Any]) -> dict[str, Any]:
     """The Agent Protocol's answer to waiting for a run: the run, its values, messages."""
-    ended = await server.db.get_run(run.run_id, None) or run
-    return {"run": run_json(ended), "values": values, "messages": values.get("messages", [])}
+    return {"run": run_json(run), "values": values, "messages": values.get("messages", [])}
 
 
 async def create_stream(request: Request) -> Response:
-    stateless = "thread_id" not in request.path_params
-    server, run, body = await _create(request, stateless=stateless)
+    server, run, body, forget = await _create(request)
     cancel = (body.on_disconnect or "cancel") == "cancel"
-    forget = stateless and body.thread_id is None and body.on_completion != "keep"
     events = _sse(server, run, 0, body.stream_mode, cancel_on_disconnect=cancel, forget=forget)
     return EventSourceResponse(events, ping=server.heartbeat, headers=_location(run, "stream"))
 
@@ -102,16 +125,20 @@ async def _sse(
             ended = event.event == END
             yield ServerSentEvent(data=event.data, event=event.event, id=str(event.seq))
     finally:
-        if not ended and cancel_on_disconnect:
-            await _cancel_soon(server, run)
-        elif ended and forget:
+        if not ended:
+            server.detach(_after_disconnect(server, run, cancel_on_disconnect, forget))
+        elif forget:
             await _forget(server, run)
 
 
-async def _cancel_soon(server: Server, run: RunRecord) -> None:
-    """Cancel a run whose client went away (shielded: the request's task is being cancelled)."""
-    with contextlib.suppress(Exception, asyncio.CancelledError):
-        await asyncio.shield(server.cancel([run.run_id], "interrupt"))
+async def _after_disconnect(server: Server, run: RunRecord, cancel: bool, forget: bool) -> None:
+    """What a run whose client went away still needs, apart from the request: cancelled (when
+    asked), and a stateless run's thread deleted once the run has ended."""
+    if cancel:
+        await server.cancel([run.run_id], "interrupt")
+    if forget:
+        await server.result(run)
+        await _forget(server, run)
 
 
 async def _forget(server: Server, run: RunRecord) -> None:
@@ -157,7 +184,8 @@ async def join(request: Request) -> Response:
 async def wait_run(request: Request) -> Response:
     """The Agent Protocol's `GET /runs/{run_id}/wait`: the run once ended, with its values."""
     server, run = await _found(request)
-    return answer(await _wait_json(server, run, await server.result(run)))
+    result = await server.result(run)
+    return answer(_wait_json(await server.db.get_run(run.run_id, None) or run, result))
 
 
 async def search_runs(request: Request) -> Response:

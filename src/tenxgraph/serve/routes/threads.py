@@ -109,8 +109,10 @@ async def delete_thread(request: Request) -> Response:
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     active = await server.db.list_runs(thread.thread_id, thread.owner, status="running")
     active += await server.db.list_runs(thread.thread_id, thread.owner, status="pending")
-    if active:
+    if active:  # stopped, and ended, before the state goes: nothing writes it back after
         await server.cancel([r.run_id for r in active], "interrupt")
+        for run in active:
+            await server.result(run)
     graph = server.graph_of(thread)
     await server.db.delete_thread(thread.thread_id, thread.owner)
     if graph.checkpointer is not None:
