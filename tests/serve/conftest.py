@@ -7,6 +7,7 @@ own event loop, over a SQLite db in tmp_path. `served` starts one with the defau
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -56,6 +57,13 @@ def _wait_ready(url: str, thread: threading.Thread) -> None:
     raise RuntimeError("the test server did not answer /ok in time")
 
 
+def _ours(task: asyncio.Task[Any]) -> bool:
+    """Whether a task still running after the server stopped is a leak of ours (not this
+    fixture's, nor sse-starlette's one watcher per loop, which lives until the loop ends)."""
+    name = getattr(task.get_coro(), "__qualname__", "")
+    return task is not asyncio.current_task() and not task.done() and name != "_shutdown_watcher"
+
+
 @pytest.fixture
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     options: dict[str, Any] = dict(getattr(request, "param", None) or {})
@@ -70,7 +78,14 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5, ws="none"
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    leftover: list[asyncio.Task[Any]] = []
+
+    async def serve() -> None:
+        await server.serve(sockets=[sock])
+        leftover.extend(t for t in asyncio.all_tasks() if _ours(t))
+
+    threads_before = set(threading.enumerate())
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()
     try:
         _wait_ready(url, thread)
@@ -80,7 +95,10 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         server.should_exit = True
         thread.join(30)
         sock.close()
-        assert not thread.is_alive(), "the test server did not stop"
+    assert not thread.is_alive(), "the test server did not stop"
+    assert not leftover, f"tasks left running after the server stopped: {leftover}"
+    left = [t for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+    assert not left, f"threads left running after the server stopped: {left}"
 
 
 @pytest.fixture
