@@ -114,7 +114,28 @@ async def test_bob_never_reaches_alices_threads_runs_or_items(served: Served) ->
     assert (await bob.store.list_namespaces())["namespaces"] == []
     async with served.http("tb") as http:
         assert (await http.get(f"/runs/{rid}")).status_code == 404
+        assert (await http.get(f"/runs/{rid}/wait")).status_code == 404
+        assert (await http.post(f"/runs/{rid}/cancel")).status_code == 404
+        assert (await http.delete(f"/runs/{rid}")).status_code == 404
         assert (await http.get(f"/threads/{tid}/runs/{rid}/join")).status_code == 404
+        assert (await http.get(f"/threads/{tid}/history")).status_code == 404
+        assert (await http.post("/runs/search", json={})).json() == []
+        assert (await http.post("/runs/search", json={"thread_id": tid})).status_code == 404
+        body = {
+            "thread_id": tid,
+            "agent_id": "agent",
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        assert (await http.post("/runs", json=body)).status_code == 404
+        assert (await http.post("/runs/wait", json=body)).status_code == 404
+        stream = await http.post(f"/threads/{tid}/stream", json={"channels": ["values"]})
+        assert stream.status_code == 404
+        for method, params in [("state.get", {}), ("run.start", {"input": HELLO}),
+                               ("input.respond", {"response": "yes"})]:  # fmt: skip
+            command = {"id": 1, "method": method, "params": params}
+            for thread in (tid, ids["paused"]):
+                answer = await http.post(f"/threads/{thread}/commands", json=command)
+                assert answer.status_code == 404, (method, answer.text)
     assert await _snapshot(alice, ids) == before
 
 

@@ -57,7 +57,9 @@ async def commands(request: Request) -> Response:
             message = f"unknown command {command.method!r}; this server knows {known}"
             return answer(_failure(command.id, "unknown_command", message))
     except HTTPError as exc:
-        error = {404: "not_found", 409: "conflict"}.get(exc.status, "invalid_argument")
+        if exc.status == 404:  # an unknown thread (or another user's) is the path's 404
+            raise
+        error = "conflict" if exc.status == 409 else "invalid_argument"
         return answer(_failure(command.id, error, exc.detail))
     return answer({"type": "success", "id": command.id, "result": result, "meta": {}})
 
