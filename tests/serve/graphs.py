@@ -117,10 +117,24 @@ def nested_graph() -> CompiledGraph[Any]:
     return parent.compile(name="nested")
 
 
+def failing_graph() -> CompiledGraph[Any]:
+    """One step that raises."""
+
+    def fail(state: Any) -> str:
+        raise RuntimeError("the step broke")
+
+    graph = StateGraph()
+    graph.add_node("fail", fail)
+    graph.add_edge(START, "fail")
+    graph.add_edge("fail", END)
+    return graph.compile(name="failing")
+
+
 def all_graphs(gate: Gate) -> dict[str, CompiledGraph[Any]]:
     return {
         "agent": weather_agent(),
         "approval": approval_agent(),
         "held": held_graph(gate),
         "nested": nested_graph(),
+        "failing": failing_graph(),
     }

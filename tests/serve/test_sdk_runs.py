@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
@@ -185,3 +186,38 @@ async def test_interrupt_then_resume_with_a_command(client: LangGraphClient) -> 
     assert done["messages"][-1]["content"] == "done: sent 40 to Bob"
     assert "__interrupt__" not in done
     assert (await client.threads.get(thread_id))["status"] == "idle"
+
+
+async def test_a_failing_run(client: LangGraphClient) -> None:
+    thread_id = await _thread(client)
+    with pytest.raises(Exception, match="the step broke"):
+        await client.runs.wait(thread_id, "failing", input=HELLO)
+    [run] = await client.runs.list(thread_id)
+    assert run["status"] == "error"
+    assert (await client.threads.get(thread_id))["status"] == "error"
+    parts = await collect(client.runs.stream(thread_id, "failing", input=HELLO))
+    [error] = [p.data for p in parts if p.event == "error"]
+    assert set(error) == {"error", "message"}
+    assert "the step broke" in error["message"]
+    assert parts[-1].event == "end"
+
+
+async def test_a_run_on_a_new_thread_with_if_not_exists_create(client: LangGraphClient) -> None:
+    thread_id = "5d9c4c3e-0000-4000-8000-000000000001"
+    result = await client.runs.wait(thread_id, "agent", input=HELLO, if_not_exists="create")
+    assert isinstance(result, dict)
+    assert result["messages"][-1]["content"] == ANSWER
+    assert (await client.threads.get(thread_id))["metadata"]["graph_id"] == "agent"
+    with pytest.raises(httpx.HTTPStatusError) as raised:  # the client's error for a wait
+        await client.runs.wait("5d9c4c3e-0000-4000-8000-000000000002", "agent", input=HELLO)
+    assert raised.value.response.status_code == 404
+
+
+async def test_several_stream_modes_at_once(client: LangGraphClient) -> None:
+    parts = await collect(
+        client.runs.stream(
+            await _thread(client), "agent", input=HELLO,
+            stream_mode=["values", "updates", "messages-tuple"],
+        )
+    )  # fmt: skip
+    assert {p.event for p in parts} == {"metadata", "values", "updates", "messages", "end"}

@@ -20,17 +20,37 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def _refuse(name: str, value: Any, why: str) -> None:
+    if value not in (None, [], {}):
+        raise ValueError(f"{name} is not supported: {why}")
+
+
 class ThreadCreate(Body):
     thread_id: str | None = Field(default=None, min_length=1, max_length=256)
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: Any = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> ThreadCreate:
+        _refuse("supersteps", self.supersteps, "create the thread, then update_state")
+        return self
+
+
+class _ThreadFilter(Body):
+    values: Any = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> _ThreadFilter:
+        _refuse("values", self.values, "threads are found by metadata, status or ids here")
+        return self
 
 
 class ThreadPatch(Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class ThreadSearch(Body):
+class ThreadSearch(_ThreadFilter):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     ids: list[str] | None = None
@@ -38,7 +58,7 @@ class ThreadSearch(Body):
     offset: int = Offset
 
 
-class ThreadCount(Body):
+class ThreadCount(_ThreadFilter):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
@@ -120,8 +140,7 @@ class RunCreate(Body):
             "interrupt_after": "set interrupt_after when compiling the graph",
         }
         for name, why in refused.items():
-            if getattr(self, name) not in (None, [], {}):
-                raise ValueError(f"{name} is not supported: {why}")
+            _refuse(name, getattr(self, name), why)
         if self.messages is not None:
             if self.input is not None and not isinstance(self.input, dict):
                 raise ValueError("messages goes with an object input (or none), not both")
