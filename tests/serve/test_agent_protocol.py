@@ -41,7 +41,9 @@ async def sse(http: httpx.AsyncClient, method: str, path: str, **kw: Any) -> lis
 
 
 def _completed(data: dict[str, Any]) -> bool:
-    return data.get("method") == "lifecycle" and data["params"]["data"]["event"] == "completed"
+    """Whether a protocol event ends its run's stream (a pause for a human ends it too)."""
+    ends = ("completed", "failed", "interrupted")
+    return data.get("method") == "lifecycle" and data["params"]["data"]["event"] in ends
 
 
 async def test_agents(served: Served) -> None:
@@ -132,13 +134,17 @@ async def test_commands_and_the_thread_event_stream(served: Served) -> None:
         assert started["type"] == "success"
         assert started["id"] == 1
         assert started["result"]["run_id"]
-        events = await sse(http, "POST", f"/threads/{tid}/stream",
-                           json={"channels": ["updates", "lifecycle"]})  # fmt: skip
+        channels = {"channels": ["updates", "lifecycle", "input"]}
+        events = await sse(http, "POST", f"/threads/{tid}/stream", json=channels)
         assert all(data["type"] == "event" for _, data in events)
-        assert {data["method"] for _, data in events} == {"updates", "lifecycle"}
+        methods = [data["method"] for _, data in events]
+        assert set(methods) == {"updates", "lifecycle", "input.requested"}
         assert events[0][1]["params"]["data"]["event"] == "started"
-        interrupt = next(d for _, d in events if "__interrupt__" in d["params"]["data"])
-        assert interrupt["params"]["namespace"] == []
+        assert events[-1][1]["params"]["data"]["event"] == "interrupted"
+        asked = next(d for _, d in events if d["method"] == "input.requested")
+        assert asked["params"]["namespace"] == []
+        assert asked["params"]["data"]["value"] == {"amount": 40, "to": "Bob"}
+        assert asked["params"]["data"]["interrupt_id"]
         state = ok(
             await http.post(f"/threads/{tid}/commands", json={"id": 2, "method": "state.get"})
         )
@@ -149,6 +155,7 @@ async def test_commands_and_the_thread_event_stream(served: Served) -> None:
             http, "POST", f"/threads/{tid}/stream", json={"channels": ["values", "lifecycle"]}
         )
         assert after[-2][1]["params"]["data"]["messages"][-1]["content"] == "done: sent 40 to Bob"
+        assert after[-1][1]["params"]["data"]["event"] == "completed"
         assert after[0][1]["params"]["data"]["run_id"] == answered["result"]["run_id"]
         unknown = ok(await http.post(f"/threads/{tid}/commands", json={"id": 4, "method": "x.y"}))
         assert unknown["type"] == "error"
@@ -177,3 +184,15 @@ async def test_store(served: Served) -> None:
         assert (
             await http.get("/store/items", params={"namespace": "a.b", "key": "k"})
         ).status_code == 404
+
+
+async def test_a_failing_run_ends_its_thread_stream_as_failed(served: Served) -> None:
+    async with served.http() as http:
+        tid = "7d0e7f0a-0000-4000-8000-000000000001"  # made by the first run.start
+        params = {"assistant_id": "failing", "input": {"messages": SAY}}
+        start = {"id": 1, "method": "run.start", "params": params}
+        assert ok(await http.post(f"/threads/{tid}/commands", json=start))["type"] == "success"
+        events = await sse(http, "POST", f"/threads/{tid}/stream", json={"channels": ["lifecycle"]})
+        phases = [data["params"]["data"]["event"] for _, data in events]
+        assert phases == ["started", "failed"]
+        assert "the step broke" in events[-1][1]["params"]["data"]["error"]["message"]

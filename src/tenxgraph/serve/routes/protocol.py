@@ -1,10 +1,13 @@
 """The Agent Protocol's thread streaming transport over HTTP: `POST /threads/{id}/commands`
-(`run.start`, `input.respond`, `state.get`) and `POST /threads/{id}/stream`, an SSE stream of
-the thread's run events as the protocol frames them (`{"type": "event", "method": channel,
-"params": {"namespace", "timestamp", "data"}}`), filtered by channel and namespace. The stream
-follows the thread's active run (or its next one, or its last), then every later run, until
-the client closes it; `since` replays the first followed run's events after that sequence
-number (sequence numbers count each run's events)."""
+(`run.start`, which makes the thread on first use and resumes a paused one; `input.respond`;
+`state.get`) and `POST /threads/{id}/stream`, an SSE stream of the thread's run events as the
+protocol frames them (`{"type": "event", "method", "params": {"namespace", "timestamp",
+"data"}}`), filtered by channel and namespace: `values`, `updates`, `messages` (LangGraph's
+message tuples), `custom`, `lifecycle` (started, then completed, failed or interrupted) and
+`input` (`input.requested` when a run pauses for a human). The stream follows the thread's
+active run (or its next one, or its last), then every later run, until the client closes it;
+`since` replays the first followed run's events after that sequence number (sequence numbers
+count each run's events)."""
 
 from __future__ import annotations
 
@@ -24,11 +27,11 @@ from tenxgraph.serve.http import HTTPError, answer, read_body
 from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord
 from tenxgraph.serve.routes.threads import _state, state_json
 from tenxgraph.serve.server import Server
-from tenxgraph.serve.streaming import POLL_SECONDS
+from tenxgraph.serve.streaming import END, POLL_SECONDS
 
 #: what runs started with `run.start` record: every channel the stream can send
 PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]
-_LIFECYCLE = {"metadata": "started", "end": "completed", "error": "failed"}
+_PHASES = {"error": "failed", "interrupted": "interrupted", "timeout": "failed"}
 
 
 def _server(request: Request) -> Server:
@@ -127,36 +130,61 @@ async def _events(
         run = await _next_run(server, owner, thread_id, done)
         done.add(run.run_id)
         async for event in server.events(run, after):
-            framed = _frame(event, run, body)
-            if framed is not None:
-                yield framed
+            for method, namespace, data in await _translate(server, run, event):
+                if _wanted(method, namespace, body):
+                    yield _framed(run, event.seq, method, namespace, data)
         after = 0
 
 
-def _frame(event: RunEvent, run: RunRecord, body: schemas.ThreadEvents) -> ServerSentEvent | None:
-    """A run event as the protocol's event, or None when the stream's filter leaves it out."""
+async def _translate(
+    server: Server, run: RunRecord, event: RunEvent
+) -> list[tuple[str, list[str], Any]]:
+    """What a run event is in the protocol: (method, namespace, data) of each event it gives.
+    The run's start and end are `lifecycle` events (its end says how it ended: completed,
+    failed, or interrupted), a pause for a human is also an `input.requested` event."""
     base, *namespace = event.event.split("|")
-    channel = "lifecycle" if base in _LIFECYCLE else base
-    if channel not in body.channels or base.startswith("messages/"):
-        return None
-    if body.namespaces is not None and not any(
+    data = json.loads(event.data)
+    if base == "metadata":
+        return [("lifecycle", namespace, {"event": "started", "run_id": run.run_id})]
+    if base == END:
+        ended = await server.db.get_run(run.run_id, None)
+        status = "success" if ended is None else ended.status
+        phase = _PHASES.get(status, "completed")
+        end = {"event": phase, "run_id": run.run_id}
+        if ended is not None and ended.result and "__error__" in ended.result:
+            end["error"] = ended.result["__error__"]
+        return [("lifecycle", namespace, end)]
+    if base == "error" or base.startswith("messages/"):
+        return []  # an error is told by the run's end; the older messages mode is not sent
+    found = [(base, namespace, data)]
+    for interrupt in (data.get("__interrupt__") or []) if base == "updates" else []:
+        asked = {"interrupt_id": interrupt.get("id"), "value": interrupt.get("value")}
+        found.append(("input.requested", namespace, asked))
+    return found
+
+
+def _wanted(method: str, namespace: list[str], body: schemas.ThreadEvents) -> bool:
+    if method.split(".", 1)[0] not in body.channels:
+        return False
+    return body.namespaces is None or any(
         namespace[: len(prefix)] == prefix
         and (body.depth is None or len(namespace) - len(prefix) <= body.depth)
         for prefix in body.namespaces
-    ):
-        return None
-    data = json.loads(event.data)
-    if channel == "lifecycle":
-        data = {"event": _LIFECYCLE[base], "run_id": run.run_id, **(data or {})}
-    event_id = f"{run.run_id}:{event.seq}"
+    )
+
+
+def _framed(
+    run: RunRecord, seq: int, method: str, namespace: list[str], data: Any
+) -> ServerSentEvent:
+    event_id = f"{run.run_id}:{seq}:{method}"
     framed = {
         "type": "event",
         "eventId": event_id,
-        "seq": event.seq,
-        "method": channel,
+        "seq": seq,
+        "method": method,
         "params": {"namespace": namespace, "timestamp": int(time.time() * 1000), "data": data},
     }
-    return ServerSentEvent(data=json.dumps(framed), event=channel, id=event_id)
+    return ServerSentEvent(data=json.dumps(framed), event=method, id=event_id)
 
 
 ROUTES = [
