@@ -190,4 +190,5 @@ def _framed(
 ROUTES = [
     Route("/threads/{thread_id}/commands", commands, methods=["POST"]),
     Route("/threads/{thread_id}/stream", stream, methods=["POST"]),
+    Route("/threads/{thread_id}/stream/events", stream, methods=["POST"]),  # LangGraph's path
 ]
