@@ -39,3 +39,22 @@ async def test_a_pause_for_a_human_and_the_answer(served: Served) -> None:
         await thread.run.respond("yes")
         output = await asyncio.wait_for(thread.output, 20)
         assert _last(output) == "done: sent 40 to Bob"
+
+
+async def test_join_stream_of_a_thread_follows_its_runs(served: Served) -> None:
+    client = served.client()
+    thread_id = str((await client.threads.create())["thread_id"])
+    first = await client.runs.create(thread_id, "held", input=SAY, stream_mode="updates")
+    await served.gate.wait_entered()
+    second = await client.runs.create(thread_id, "held", input=SAY, stream_mode="updates")
+    seen: list[tuple[str, Any]] = []
+    async for part in await client.threads.join_stream(thread_id):
+        seen.append((part.event, part.data))
+        if part.event == "metadata" and part.data["run_id"] == first["run_id"]:
+            served.gate.release.set()
+        if part.event == "end" and len([e for e, _ in seen if e == "end"]) == 2:
+            break
+    runs = [data["run_id"] for event, data in seen if event == "metadata"]
+    assert runs == [first["run_id"], second["run_id"]]
+    updates = [data for event, data in seen if event == "updates"]
+    assert [u["hold"]["messages"][0]["content"] for u in updates] == ["held 1", "held 3"]

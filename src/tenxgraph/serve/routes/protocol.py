@@ -7,7 +7,9 @@ message tuples), `custom`, `lifecycle` (started, then completed, failed or inter
 `input` (`input.requested` when a run pauses for a human). The stream follows the thread's
 active run (or its next one, or its last), then every later run, until the client closes it;
 `since` replays the first followed run's events after that sequence number (sequence numbers
-count each run's events)."""
+count each run's events). `GET /threads/{id}/stream` is LangGraph's thread stream instead
+(`client.threads.join_stream`): the same runs' events as LangGraph's run streams send them
+(the spec's WebSocket upgrade on that path is not offered)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from tenxgraph.serve.http import HTTPError, answer, read_body
 from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord
 from tenxgraph.serve.routes.threads import _state, state_json
 from tenxgraph.serve.server import Server
-from tenxgraph.serve.streaming import END, POLL_SECONDS
+from tenxgraph.serve.streaming import END, POLL_SECONDS, wanted
 
 #: what runs started with `run.start` record: every channel the stream can send
 PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]
@@ -106,6 +108,47 @@ async def stream(request: Request) -> Response:
     )
 
 
+async def join_thread(request: Request) -> Response:
+    """LangGraph's thread stream (`client.threads.join_stream`): the thread's run events as
+    its runs stream them, from its active run (or its last) on, in the modes asked for
+    (default: every mode each run streams)."""
+    server = _server(request)
+    owner = await server.owner(request)
+    thread = await server.thread(request.path_params["thread_id"], owner)
+    modes = [m for m in request.query_params.getlist("stream_mode") if m not in ("", "run_modes")]
+    return EventSourceResponse(
+        _run_events(server, owner, thread.thread_id, modes or None), ping=server.heartbeat
+    )
+
+
+async def _run_events(
+    server: Server, owner: str, thread_id: str, modes: list[str] | None
+) -> AsyncIterator[ServerSentEvent]:
+    async for run, event in _thread_events(server, owner, thread_id, 0):
+        if modes is None or wanted(event.event, modes):
+            yield ServerSentEvent(
+                data=event.data, event=event.event, id=f"{run.run_id}:{event.seq}"
+            )
+
+
+async def _thread_events(
+    server: Server, owner: str, thread_id: str, since: int
+) -> AsyncIterator[tuple[RunRecord, RunEvent]]:
+    """The events of the thread's runs: its active run's (or its last one's) after `since`,
+    then every later run's, until the client goes away."""
+    runs = await server.db.list_runs(thread_id, owner, limit=1000)  # newest first
+    active = [i for i, r in enumerate(runs) if r.status in ACTIVE]
+    first = active[-1] if active else 0  # the oldest active run, else the last one
+    done = {r.run_id for r in runs[first + 1 :]}
+    after = since
+    while True:
+        run = await _next_run(server, owner, thread_id, done)
+        done.add(run.run_id)
+        async for event in server.events(run, after):
+            yield run, event
+        after = 0
+
+
 async def _next_run(server: Server, owner: str, thread_id: str, done: set[str]) -> RunRecord:
     """The thread's oldest run not in `done`, waiting for one to be queued."""
     with server.bus.watch(QUEUE) as woke:
@@ -121,19 +164,10 @@ async def _next_run(server: Server, owner: str, thread_id: str, done: set[str]) 
 async def _events(
     server: Server, owner: str, thread_id: str, body: schemas.ThreadEvents
 ) -> AsyncIterator[ServerSentEvent]:
-    runs = await server.db.list_runs(thread_id, owner, limit=1000)  # newest first
-    active = [i for i, r in enumerate(runs) if r.status in ACTIVE]
-    first = active[-1] if active else 0  # the oldest active run, else the last one
-    done = {r.run_id for r in runs[first + 1 :]}
-    after = body.since
-    while True:
-        run = await _next_run(server, owner, thread_id, done)
-        done.add(run.run_id)
-        async for event in server.events(run, after):
-            for method, namespace, data in await _translate(server, run, event):
-                if _wanted(method, namespace, body):
-                    yield _framed(run, event.seq, method, namespace, data)
-        after = 0
+    async for run, event in _thread_events(server, owner, thread_id, body.since):
+        for method, namespace, data in await _translate(server, run, event):
+            if _wanted(method, namespace, body):
+                yield _framed(run, event.seq, method, namespace, data)
 
 
 async def _translate(
@@ -190,5 +224,6 @@ def _framed(
 ROUTES = [
     Route("/threads/{thread_id}/commands", commands, methods=["POST"]),
     Route("/threads/{thread_id}/stream", stream, methods=["POST"]),
+    Route("/threads/{thread_id}/stream", join_thread, methods=["GET"]),
     Route("/threads/{thread_id}/stream/events", stream, methods=["POST"]),  # LangGraph's path
 ]
