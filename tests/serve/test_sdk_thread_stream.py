@@ -5,6 +5,7 @@ answer that resumes it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from tests.serve.conftest import Served
@@ -48,12 +49,13 @@ async def test_join_stream_of_a_thread_follows_its_runs(served: Served) -> None:
     await served.gate.wait_entered()
     second = await client.runs.create(thread_id, "held", input=SAY, stream_mode="updates")
     seen: list[tuple[str, Any]] = []
-    async for part in await client.threads.join_stream(thread_id):
-        seen.append((part.event, part.data))
-        if part.event == "metadata" and part.data["run_id"] == first["run_id"]:
-            served.gate.release.set()
-        if part.event == "end" and len([e for e, _ in seen if e == "end"]) == 2:
-            break
+    async with contextlib.aclosing(await client.threads.join_stream(thread_id)) as parts:
+        async for part in parts:
+            seen.append((part.event, part.data))
+            if part.event == "metadata" and part.data["run_id"] == first["run_id"]:
+                served.gate.release.set()
+            if part.event == "end" and len([e for e, _ in seen if e == "end"]) == 2:
+                break
     runs = [data["run_id"] for event, data in seen if event == "metadata"]
     assert runs == [first["run_id"], second["run_id"]]
     updates = [data for event, data in seen if event == "updates"]
