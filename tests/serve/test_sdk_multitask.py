@@ -40,6 +40,11 @@ async def test_reject_answers_409_and_writes_nothing(served: Served) -> None:
         await client.runs.create(
             thread_id, "held", input=_says("second"), multitask_strategy="reject"
         )
+    with pytest.raises(ConflictError):  # another assistant's run changes nothing either
+        await client.runs.create(
+            thread_id, "agent", input=_says("second"), multitask_strategy="reject"
+        )
+    assert (await client.threads.get(thread_id))["metadata"]["graph_id"] == "held"
     assert [r["run_id"] for r in await client.runs.list(thread_id)] == [first]
     served.gate.release.set()
     await client.runs.join(thread_id, first)

@@ -142,9 +142,6 @@ class Server:
                 meta = {"graph_id": graph_id, "assistant_id": graph_id}
                 await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
             await self.thread(thread_id, owner)
-        await self.db.update_thread(
-            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
-        )
         run = RunRecord(
             run_id=new_id(),
             thread_id=thread_id,
@@ -159,6 +156,9 @@ class Server:
             stopping = await self.db.create_run(run)
         except ThreadBusyError as exc:
             raise HTTPError(409, str(exc)) from None
+        await self.db.update_thread(  # the graph whose state the thread now holds
+            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
+        )
         if stopping:
             await self.cancel(stopping, body.multitask_strategy)
         await self.bus.publish(QUEUE)
