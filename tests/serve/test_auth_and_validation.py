@@ -128,8 +128,10 @@ async def test_bob_never_reaches_alices_threads_runs_or_items(served: Served) ->
         }
         assert (await http.post("/runs", json=body)).status_code == 404
         assert (await http.post("/runs/wait", json=body)).status_code == 404
-        stream = await http.post(f"/threads/{tid}/stream", json={"channels": ["values"]})
-        assert stream.status_code == 404
+        for path in (f"/threads/{tid}/stream", f"/threads/{tid}/stream/events"):
+            stream = await http.post(path, json={"channels": ["values"]})
+            assert stream.status_code == 404
+        assert (await http.get(f"/threads/{tid}/stream")).status_code == 404
         for method, params in [("state.get", {}), ("run.start", {"input": HELLO}),
                                ("input.respond", {"response": "yes"})]:  # fmt: skip
             command = {"id": 1, "method": method, "params": params}
