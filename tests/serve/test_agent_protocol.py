@@ -161,6 +161,10 @@ async def test_commands_and_the_thread_event_stream(served: Served) -> None:
         assert unknown["type"] == "error"
         assert unknown["id"] == 4
         assert "x.y" in unknown["message"]
+        wrong = {"id": 5, "method": "run.start", "params": {"input": {"messages": 5}}}
+        refused = ok(await http.post(f"/threads/{tid}/commands", json=wrong))
+        assert refused["type"] == "error"
+        assert "messages" in refused["message"]
         bad = await http.post(f"/threads/{tid}/stream", json={"channels": []})
         assert bad.status_code == 422
 

@@ -27,9 +27,10 @@ from tenxgraph.serve import schemas
 from tenxgraph.serve.bus import QUEUE, wait_for
 from tenxgraph.serve.http import HTTPError, answer, read_body
 from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord
-from tenxgraph.serve.routes.threads import _state, state_json
+from tenxgraph.serve.routes.threads import read_state, state_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END, POLL_SECONDS, wanted
+from tenxgraph.serve.wire import WireError, input_from_wire
 
 #: what runs started with `run.start` record: every channel the stream can send
 PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]
@@ -53,7 +54,7 @@ async def commands(request: Request) -> Response:
     try:
         if command.method == "state.get":
             thread = await server.thread(thread_id, owner)
-            state, version = await _state(server.graph_of(thread), thread_id)
+            state, version = await read_state(server.graph_of(thread), thread_id)
             result = state_json(thread_id, state, version)
         elif command.method in ("run.start", "input.respond"):
             result = {"run_id": await _start(server, owner, thread_id, command)}
@@ -92,7 +93,10 @@ async def _start(server: Server, owner: str, thread_id: str, command: Any) -> st
         body["input"] = params.get("input")
     try:
         run_body = schemas.RunCreate.model_validate(body)
-    except ValueError as exc:
+        input_from_wire(run_body.input)
+        if run_body.command is not None and run_body.command.update is not None:
+            input_from_wire(run_body.command.update)
+    except (ValueError, WireError) as exc:
         raise HTTPError(422, f"invalid command params: {exc}") from None
     run = await server.create_run(owner, thread_id, run_body)
     return run.run_id

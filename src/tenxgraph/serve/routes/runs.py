@@ -125,7 +125,7 @@ async def _sse(
             ended = event.event == END
             yield ServerSentEvent(data=event.data, event=event.event, id=str(event.seq))
     finally:
-        if not ended:
+        if not ended and (cancel_on_disconnect or forget):
             server.detach(_after_disconnect(server, run, cancel_on_disconnect, forget))
         elif forget:
             await _forget(server, run)

@@ -53,7 +53,7 @@ def state_json(thread_id: str, state: AgentState | None, version: int | None) ->
     }
 
 
-async def _state(
+async def read_state(
     graph: CompiledGraph[Any], thread_id: str, version: int | None = None
 ) -> tuple[AgentState | None, int | None]:
     config: dict[str, Any] = {"thread_id": thread_id}
@@ -66,7 +66,7 @@ async def _state(
 
 
 async def _thread_json(server: Server, thread: ThreadRecord) -> dict[str, Any]:
-    state, _ = await _state(server.graph_of(thread), thread.thread_id)
+    state, _ = await read_state(server.graph_of(thread), thread.thread_id)
     values = None if state is None else values_to_wire(state)
     found = [] if state is None else interrupts_of(state)
     return thread_json(thread, values, {"": found} if found else None)
@@ -166,7 +166,7 @@ async def get_state(request: Request) -> Response:
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     raw = request.path_params.get("checkpoint_id")
     version = None if raw is None else _version(raw)
-    state, version = await _state(server.graph_of(thread), thread.thread_id, version)
+    state, version = await read_state(server.graph_of(thread), thread.thread_id, version)
     if raw is not None and state is None:
         raise HTTPError(404, f"thread {thread.thread_id!r} has no checkpoint {raw!r}")
     return answer(state_json(thread.thread_id, state, version))
@@ -213,7 +213,7 @@ async def history(request: Request) -> Response:
         infos = [info for info in infos if info.version < before][: query.limit]
     states = []
     for info in infos:
-        state, _ = await _state(graph, thread.thread_id, info.version)
+        state, _ = await read_state(graph, thread.thread_id, info.version)
         entry = state_json(thread.thread_id, state, info.version)
         entry["created_at"] = iso(info.created_at)
         entry["metadata"] = {"step": info.step, "source": info.node, "status": info.status}
