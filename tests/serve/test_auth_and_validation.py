@@ -188,6 +188,9 @@ async def test_invalid_requests_are_422_naming_the_field(served: Served) -> None
         assert (status, field in detail) == (422, True), (path, body, detail)
     status, detail = await _detail(served, "GET", f"{runs}?limit=5000")
     assert (status, "limit" in detail) == (422, True)
+    cancel = {"thread_id": thread_id}
+    status, detail = await _detail(served, "POST", "/runs/cancel?action=bogus", json=cancel)
+    assert (status, "action" in detail) == (422, True)
     assert await served.client().runs.list(thread_id) == []  # nothing was queued
 
 

@@ -224,9 +224,7 @@ async def join_stream(request: Request) -> Response:
 
 async def cancel_run(request: Request) -> Response:
     server, run = await _found(request)
-    action = request.query_params.get("action", "interrupt")
-    if action not in ("interrupt", "rollback"):
-        raise HTTPError(422, f"action must be 'interrupt' or 'rollback', got {action!r}")
+    action = _action(request)
     if run.status in ACTIVE:
         await server.cancel([run.run_id], action)
     if request.query_params.get("wait", "").lower() in ("1", "true"):
@@ -234,9 +232,17 @@ async def cancel_run(request: Request) -> Response:
     return Response(status_code=202 if "thread_id" in request.path_params else 204)
 
 
+def _action(request: Request) -> str:
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise HTTPError(422, f"action must be 'interrupt' or 'rollback', got {action!r}")
+    return action
+
+
 async def cancel_many(request: Request) -> Response:
     server = _server(request)
     owner = await server.owner(request)
+    action = _action(request)
     body = await read_body(request, schemas.RunsCancel, server.body_limit)
     ids: list[str] = []
     for run_id in body.run_ids or []:
@@ -248,7 +254,7 @@ async def cancel_many(request: Request) -> Response:
                 runs = await server.db.list_runs(body.thread_id, owner, status=status, limit=1000)
                 ids += [r.run_id for r in runs]
     if ids:
-        await server.cancel(ids, request.query_params.get("action", "interrupt"))
+        await server.cancel(ids, action)
     return Response(status_code=204)
 
 
