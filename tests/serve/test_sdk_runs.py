@@ -87,11 +87,16 @@ async def test_stream_messages_legacy_partial_then_complete(client: LangGraphCli
     assert any(p.event == "messages/metadata" for p in parts)
 
 
-async def test_stream_custom_gives_only_metadata_and_end(client: LangGraphClient) -> None:
-    """tenxgraph's nodes write no custom events: a `custom` stream has only the run's
-    `metadata` and `end` (it is accepted, so a client asking for it along with others works)."""
+@pytest.mark.parametrize("mode", ["custom", "events", "debug", "tasks", "checkpoints"])
+async def test_modes_without_events_give_only_metadata_and_end(
+    client: LangGraphClient, mode: Any
+) -> None:
+    """tenxgraph's nodes write no custom events, and the server sends none of LangGraph's
+    `events`, `debug`, `tasks` or `checkpoints` modes: such a stream has only the run's
+    `metadata` and `end` (the modes are accepted, so a client asking for them along with
+    others works)."""
     parts = await collect(
-        client.runs.stream(await _thread(client), "agent", input=HELLO, stream_mode="custom")
+        client.runs.stream(await _thread(client), "agent", input=HELLO, stream_mode=mode)
     )
     assert [p.event for p in parts] == ["metadata", "end"]
 
