@@ -27,8 +27,8 @@ from tenxgraph.serve.auth import Authenticate
 from tenxgraph.serve.bus import Bus
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.http import HTTPError
-from tenxgraph.serve.routes import assistants, page, runs, store, threads
-from tenxgraph.serve.server import DEFAULT_BODY_LIMIT, Server
+from tenxgraph.serve.routes import assistants, page, protocol, runs, store, threads
+from tenxgraph.serve.server import DEFAULT_BODY_LIMIT, DEFAULT_HEARTBEAT, Server
 from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 from tenxgraph.storage.store.base import BaseStore
 
@@ -68,9 +68,12 @@ def create_app(
     lease_ttl: float = 30.0,
     max_runs: int = 64,
     body_limit: int = DEFAULT_BODY_LIMIT,
+    heartbeat: float = DEFAULT_HEARTBEAT,
     page_enabled: bool = True,
 ) -> Starlette:
-    """The server for `graphs` (one graph is served under its `name`). See the module doc."""
+    """The server for `graphs` (one graph is served under its `name`). See the module doc.
+    `body_limit` is the largest request body accepted (bytes; larger is a 413), `heartbeat`
+    the seconds between the SSE ping comments that keep a quiet stream open."""
     if isinstance(graphs, CompiledGraph):
         graphs = {graphs.name: graphs}
     served = dict(graphs)
@@ -80,7 +83,8 @@ def create_app(
     stores = [g.store for g in served.values() if g.store is not None]
     server = Server(
         served, serve_db, bus, auth=auth, store=stores[0] if stores else default_store,
-        lease_ttl=lease_ttl, max_runs=max_runs, body_limit=body_limit, run_worker=max_runs > 0,
+        lease_ttl=lease_ttl, max_runs=max_runs, body_limit=body_limit, heartbeat=heartbeat,
+        run_worker=max_runs > 0,
     )  # fmt: skip
 
     @asynccontextmanager
@@ -97,10 +101,11 @@ def create_app(
         return JSONResponse({"ok": server.ready}, 200 if server.ready else 503)
 
     async def info(request: Request) -> Response:
+        await server.owner(request)
         return JSONResponse({"version": "tenxgraph", "flags": {"assistants": True}})
 
     routes = [Route("/ok", ok), Route("/info", info)]
-    routes += assistants.ROUTES + threads.ROUTES + runs.ROUTES + store.ROUTES
+    routes += assistants.ROUTES + threads.ROUTES + runs.ROUTES + store.ROUTES + protocol.ROUTES
     if page_enabled:
         routes += page.ROUTES
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPError: _error})

@@ -104,6 +104,7 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "run_id": run.run_id,
         "thread_id": run.thread_id,
         "assistant_id": run.assistant_id,
+        "agent_id": run.assistant_id,  # the Agent Protocol's name for it
         "created_at": iso(run.created_at),
         "updated_at": iso(run.updated_at),
         "status": run.status,

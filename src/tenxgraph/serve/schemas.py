@@ -20,17 +20,37 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def _refuse(name: str, value: Any, why: str) -> None:
+    if value not in (None, [], {}):
+        raise ValueError(f"{name} is not supported: {why}")
+
+
 class ThreadCreate(Body):
     thread_id: str | None = Field(default=None, min_length=1, max_length=256)
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    supersteps: Any = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> ThreadCreate:
+        _refuse("supersteps", self.supersteps, "create the thread, then update_state")
+        return self
+
+
+class _ThreadFilter(Body):
+    values: Any = None
+
+    @model_validator(mode="after")
+    def _supported(self) -> _ThreadFilter:
+        _refuse("values", self.values, "threads are found by metadata, status or ids here")
+        return self
 
 
 class ThreadPatch(Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class ThreadSearch(Body):
+class ThreadSearch(_ThreadFilter):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     ids: list[str] | None = None
@@ -38,7 +58,7 @@ class ThreadSearch(Body):
     offset: int = Offset
 
 
-class ThreadCount(Body):
+class ThreadCount(_ThreadFilter):
     metadata: dict[str, Any] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
@@ -50,6 +70,15 @@ class StateUpdate(Body):
 
 class HistoryQuery(Body):
     limit: int = Limit
+    before: str | dict[str, Any] | None = None  # only checkpoints older than this one
+
+    def before_id(self) -> str | None:
+        """`before` as a checkpoint id (LangGraph's clients may send a checkpoint object)."""
+        if isinstance(self.before, dict):
+            inner = self.before.get("configurable") or self.before
+            found = inner.get("checkpoint_id")
+            return None if found is None else str(found)
+        return self.before
 
 
 class Command(Body):
@@ -66,7 +95,14 @@ class Command(Body):
 
 
 class RunCreate(Body):
-    assistant_id: str = Field(min_length=1)
+    """A run as LangGraph's clients ask for it (`assistant_id`, the thread in the path) or as
+    the Agent Protocol does (`agent_id`, or none for the first graph; `thread_id` in the body;
+    `messages` beside or instead of `input`)."""
+
+    assistant_id: str | None = Field(default=None, min_length=1)
+    agent_id: str | None = Field(default=None, min_length=1)
+    thread_id: str | None = Field(default=None, min_length=1)
+    messages: list[Any] | None = None
     input: Any = None
     command: Command | None = None
     config: dict[str, Any] | None = None
@@ -104,9 +140,17 @@ class RunCreate(Body):
             "interrupt_after": "set interrupt_after when compiling the graph",
         }
         for name, why in refused.items():
-            if getattr(self, name) not in (None, [], {}):
-                raise ValueError(f"{name} is not supported: {why}")
+            _refuse(name, getattr(self, name), why)
+        if self.messages is not None:
+            if self.input is not None and not isinstance(self.input, dict):
+                raise ValueError("messages goes with an object input (or none), not both")
+            self.input = {**(self.input or {}), "messages": self.messages}
         return self
+
+    @property
+    def agent_protocol(self) -> bool:
+        """Whether the client speaks the Agent Protocol (it names no `assistant_id`)."""
+        return self.assistant_id is None
 
     def stored(self) -> dict[str, Any]:
         """What the run keeps of the request (its `kwargs`)."""
@@ -123,6 +167,33 @@ class RunCreate(Body):
             },
             exclude_none=True,
         )
+
+
+class RunSearch(Body):
+    metadata: dict[str, Any] | None = None
+    status: Literal["pending", "running", "success", "error", "interrupted", "timeout"] | None = (
+        None
+    )
+    thread_id: str | None = None
+    agent_id: str | None = None
+    limit: int = Limit
+    offset: int = Offset
+
+
+class ThreadEvents(Body):
+    """The Agent Protocol's thread event stream: which channels (and namespaces) to send,
+    and the sequence number of the current run's events to replay after."""
+
+    channels: list[str] = Field(min_length=1)
+    namespaces: list[list[str]] | None = None
+    depth: int | None = Field(default=None, ge=0)
+    since: int = Field(default=0, ge=0)
+
+
+class StreamingCommand(Body):
+    id: int = Field(ge=0)
+    method: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunsCancel(Body):

@@ -5,9 +5,11 @@ its result, cancel it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Coroutine
 from typing import Any
 
 from starlette.requests import Request
@@ -23,9 +25,12 @@ from tenxgraph.serve.streaming import END, EventLog, EventWriter, follow
 from tenxgraph.serve.worker import Worker
 from tenxgraph.storage.store.base import BaseStore
 
+logger = logging.getLogger("tenxgraph.serve")
+
 #: LangGraph names an assistant made for a graph by this UUID namespace and the graph's id
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 DEFAULT_BODY_LIMIT = 10 * 1024 * 1024
+DEFAULT_HEARTBEAT = 15.0  # seconds between the ping comments of a quiet SSE stream
 
 
 def assistant_uuid(graph_id: str) -> str:
@@ -46,12 +51,14 @@ class Server:
         lease_ttl: float = 30.0,
         max_runs: int = 64,
         body_limit: int = DEFAULT_BODY_LIMIT,
+        heartbeat: float = DEFAULT_HEARTBEAT,
         run_worker: bool = True,
     ) -> None:
         if not graphs:
             raise ValueError("a server needs at least one graph")
         self.graphs, self.db, self.bus = graphs, db, bus
         self.auth, self.store, self.body_limit = auth, store, body_limit
+        self.heartbeat = heartbeat
         self._by_uuid = {assistant_uuid(name): name for name in graphs}
         self.writer = EventWriter(db, bus)
         self.worker = (
@@ -60,6 +67,7 @@ class Server:
             else None
         )
         self.ready = False
+        self._detached: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.db.asetup()
@@ -70,6 +78,9 @@ class Server:
 
     async def stop(self) -> None:
         self.ready = False
+        for task in self._detached:
+            task.cancel()
+        await asyncio.gather(*self._detached, return_exceptions=True)
         if self.worker is not None:
             await self.worker.stop()
         await self.bus.stop()
@@ -77,6 +88,12 @@ class Server:
         for graph in self.graphs.values():
             with contextlib.suppress(Exception):
                 await graph.aclose()
+
+    def detach(self, work: Coroutine[Any, Any, None]) -> None:
+        """Do `work` apart from the request that asked for it (which may be going away)."""
+        task = asyncio.create_task(_logged(work))
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
 
     # -- who and what -----------------------------------------------------------------------
 
@@ -116,7 +133,7 @@ class Server:
         self, owner: str, thread_id: str | None, body: RunCreate, *, temporary: bool = False
     ) -> RunRecord:
         """Queue a run (on a new temporary thread when `thread_id` is None)."""
-        graph_id = self.graph_id(body.assistant_id)
+        graph_id = self.graph_id(body.assistant_id or body.agent_id or next(iter(self.graphs)))
         if thread_id is None:
             thread_id = new_id()
             meta = {"graph_id": graph_id, "assistant_id": graph_id, "stateless": True}
@@ -128,9 +145,6 @@ class Server:
                 meta = {"graph_id": graph_id, "assistant_id": graph_id}
                 await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
             await self.thread(thread_id, owner)
-        await self.db.update_thread(
-            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
-        )
         run = RunRecord(
             run_id=new_id(),
             thread_id=thread_id,
@@ -145,6 +159,9 @@ class Server:
             stopping = await self.db.create_run(run)
         except ThreadBusyError as exc:
             raise HTTPError(409, str(exc)) from None
+        await self.db.update_thread(  # the graph whose state the thread now holds
+            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
+        )
         if stopping:
             await self.cancel(stopping, body.multitask_strategy)
         await self.bus.publish(QUEUE)
@@ -180,4 +197,11 @@ class Server:
         return {} if current is None else current.result or {}
 
 
-__all__ = ["Server", "assistant_uuid"]
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await work
+    except Exception:
+        logger.exception("tenxgraph serve: a detached task failed")
+
+
+__all__ = ["DEFAULT_BODY_LIMIT", "DEFAULT_HEARTBEAT", "Server", "assistant_uuid"]

@@ -125,6 +125,7 @@ async def subgraphs(request: Request) -> Response:
 
 
 async def read_only(request: Request) -> Response:
+    await _server(request).owner(request)
     raise HTTPError(405, "assistants are the served graphs: change the code and restart instead")
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, NamedTuple
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
@@ -20,7 +20,7 @@ from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError, input_from_wire
 
-HEARTBEAT_SECONDS = 15
+SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
 
 
 def _server(request: Request) -> Server:
@@ -28,7 +28,14 @@ def _server(request: Request) -> Server:
     return server
 
 
-async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunRecord, Any]:
+class _Created(NamedTuple):
+    server: Server
+    run: RunRecord
+    body: schemas.RunCreate
+    forget: bool  # the run's thread was made for it, to delete once it ended
+
+
+async def _create(request: Request) -> _Created:
     server = _server(request)
     owner = await server.owner(request)
     body = await read_body(request, schemas.RunCreate, server.body_limit)
@@ -38,11 +45,12 @@ async def _create(request: Request, *, stateless: bool) -> tuple[Server, RunReco
             input_from_wire(body.command.update)
     except WireError as exc:
         raise HTTPError(422, str(exc)) from None
-    thread_id = None if stateless else request.path_params["thread_id"]
-    delete_after = stateless and body.on_completion != "keep"
+    # the thread is in the path, or (the Agent Protocol) in the body, or none: stateless
+    thread_id = request.path_params.get("thread_id", body.thread_id)
+    forget = thread_id is None and body.on_completion != "keep"
     background = request.url.path.rstrip("/").endswith("/runs")
-    run = await server.create_run(owner, thread_id, body, temporary=delete_after and background)
-    return server, run, body
+    run = await server.create_run(owner, thread_id, body, temporary=forget and background)
+    return _Created(server, run, body, forget)
 
 
 def _location(run: RunRecord, what: str) -> dict[str, str]:
@@ -51,31 +59,55 @@ def _location(run: RunRecord, what: str) -> dict[str, str]:
 
 
 async def create_background(request: Request) -> Response:
-    _, run, _ = await _create(request, stateless="thread_id" not in request.path_params)
+    run = (await _create(request)).run
     return answer(run_json(run), headers={"Content-Location": _location(run, "")["Location"]})
 
 
 async def create_wait(request: Request) -> Response:
-    stateless = "thread_id" not in request.path_params
-    server, run, body = await _create(request, stateless=stateless)
-    try:
-        result = await server.result(run)
-    except asyncio.CancelledError:
-        if (body.on_disconnect or "cancel") == "cancel":
-            await _cancel_soon(server, run)
-        raise
-    if stateless and body.on_completion != "keep":
+    server, run, body, forget = await _create(request)
+    result = await _unless_disconnected(request, server.result(run))
+    if result is None:  # the client went away: nobody reads the answer
+        cancel = (body.on_disconnect or "cancel") == "cancel"
+        server.detach(_after_disconnect(server, run, cancel, forget))
+        return Response(status_code=499)
+    ended = await server.db.get_run(run.run_id, None) or run
+    if forget:
         await _forget(server, run)
+    if body.agent_protocol:
+        return answer(_wait_json(ended, result), headers=_location(run, "join"))
     return answer(result, headers=_location(run, "join"))
 
 
+async def _unless_disconnected(
+    request: Request, work: Coroutine[Any, Any, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """`work`'s result, or None (and `work` cancelled) if the client disconnects first."""
+    waiting = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, gone):
+            task.cancel()
+    return waiting.result() if waiting.done() and not waiting.cancelled() else None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (its body was read: nothing else can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _wait_json(run: RunRecord, values: dict[str, Any]) -> dict[str, Any]:
+    """The Agent Protocol's answer to waiting for a run: the run, its values, messages."""
+    return {"run": run_json(run), "values": values, "messages": values.get("messages", [])}
+
+
 async def create_stream(request: Request) -> Response:
-    stateless = "thread_id" not in request.path_params
-    server, run, body = await _create(request, stateless=stateless)
+    server, run, body, forget = await _create(request)
     cancel = (body.on_disconnect or "cancel") == "cancel"
-    forget = stateless and body.on_completion != "keep"
     events = _sse(server, run, 0, body.stream_mode, cancel_on_disconnect=cancel, forget=forget)
-    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS, headers=_location(run, "stream"))
+    return EventSourceResponse(events, ping=server.heartbeat, headers=_location(run, "stream"))
 
 
 async def _sse(
@@ -93,16 +125,20 @@ async def _sse(
             ended = event.event == END
             yield ServerSentEvent(data=event.data, event=event.event, id=str(event.seq))
     finally:
-        if not ended and cancel_on_disconnect:
-            await _cancel_soon(server, run)
-        elif ended and forget:
+        if not ended and (cancel_on_disconnect or forget):
+            server.detach(_after_disconnect(server, run, cancel_on_disconnect, forget))
+        elif forget:
             await _forget(server, run)
 
 
-async def _cancel_soon(server: Server, run: RunRecord) -> None:
-    """Cancel a run whose client went away (shielded: the request's task is being cancelled)."""
-    with contextlib.suppress(Exception, asyncio.CancelledError):
-        await asyncio.shield(server.cancel([run.run_id], "interrupt"))
+async def _after_disconnect(server: Server, run: RunRecord, cancel: bool, forget: bool) -> None:
+    """What a run whose client went away still needs, apart from the request: cancelled (when
+    asked), and a stateless run's thread deleted once the run has ended."""
+    if cancel:
+        await server.cancel([run.run_id], "interrupt")
+    if forget:
+        await server.result(run)
+        await _forget(server, run)
 
 
 async def _forget(server: Server, run: RunRecord) -> None:
@@ -145,31 +181,68 @@ async def join(request: Request) -> Response:
     return answer(await server.result(run))
 
 
+async def wait_run(request: Request) -> Response:
+    """The Agent Protocol's `GET /runs/{run_id}/wait`: the run once ended, with its values."""
+    server, run = await _found(request)
+    result = await server.result(run)
+    return answer(_wait_json(await server.db.get_run(run.run_id, None) or run, result))
+
+
+async def search_runs(request: Request) -> Response:
+    """The Agent Protocol's run search, over the caller's threads (newest run first)."""
+    server = _server(request)
+    owner = await server.owner(request)
+    body = await read_body(request, schemas.RunSearch, server.body_limit)
+    if body.thread_id is not None:
+        thread_ids = [(await server.thread(body.thread_id, owner)).thread_id]
+    else:
+        threads = await server.db.search_threads(owner, limit=SEARCH_SCOPE)
+        thread_ids = [t.thread_id for t in threads]
+    agent = None if body.agent_id is None else server.graph_id(body.agent_id)
+    found: list[RunRecord] = []
+    for thread_id in thread_ids:
+        runs = await server.db.list_runs(thread_id, owner, status=body.status, limit=SEARCH_SCOPE)
+        found += [
+            r for r in runs
+            if agent in (None, r.assistant_id)
+            and all(r.metadata.get(k) == v for k, v in (body.metadata or {}).items())
+        ]  # fmt: skip
+    found.sort(key=lambda r: r.created_at, reverse=True)
+    return answer([run_json(r) for r in found[body.offset : body.offset + body.limit]])
+
+
 async def join_stream(request: Request) -> Response:
     server, run = await _found(request)
     last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     after = int(last) if last and last.isdigit() else 0
-    modes = request.query_params.getlist("stream_mode") or None
+    # every mode the run streams unless some are named (a client may send an empty one)
+    modes = [m for m in request.query_params.getlist("stream_mode") if m] or None
     cancel = request.query_params.get("cancel_on_disconnect", "").lower() in ("1", "true")
     events = _sse(server, run, after, modes, cancel_on_disconnect=cancel)
-    return EventSourceResponse(events, ping=HEARTBEAT_SECONDS)
+    return EventSourceResponse(events, ping=server.heartbeat)
 
 
 async def cancel_run(request: Request) -> Response:
     server, run = await _found(request)
-    action = request.query_params.get("action", "interrupt")
-    if action not in ("interrupt", "rollback"):
-        raise HTTPError(422, f"action must be 'interrupt' or 'rollback', got {action!r}")
+    action = _action(request)
     if run.status in ACTIVE:
         await server.cancel([run.run_id], action)
     if request.query_params.get("wait", "").lower() in ("1", "true"):
         await server.result(run)
-    return Response(status_code=202)
+    return Response(status_code=202 if "thread_id" in request.path_params else 204)
+
+
+def _action(request: Request) -> str:
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise HTTPError(422, f"action must be 'interrupt' or 'rollback', got {action!r}")
+    return action
 
 
 async def cancel_many(request: Request) -> Response:
     server = _server(request)
     owner = await server.owner(request)
+    action = _action(request)
     body = await read_body(request, schemas.RunsCancel, server.body_limit)
     ids: list[str] = []
     for run_id in body.run_ids or []:
@@ -181,7 +254,7 @@ async def cancel_many(request: Request) -> Response:
                 runs = await server.db.list_runs(body.thread_id, owner, status=status, limit=1000)
                 ids += [r.run_id for r in runs]
     if ids:
-        await server.cancel(ids, request.query_params.get("action", "interrupt"))
+        await server.cancel(ids, action)
     return Response(status_code=204)
 
 
@@ -207,10 +280,11 @@ ROUTES = [
     Route("/runs/stream", create_stream, methods=["POST"]),
     Route("/runs/wait", create_wait, methods=["POST"]),
     Route("/runs/cancel", cancel_many, methods=["POST"]),
+    Route("/runs/search", search_runs, methods=["POST"]),
     # the Agent Protocol's run paths (no thread in them)
     Route("/runs/{run_id}", get_run, methods=["GET"]),
     Route("/runs/{run_id}", delete_run, methods=["DELETE"]),
-    Route("/runs/{run_id}/wait", join, methods=["GET"]),
+    Route("/runs/{run_id}/wait", wait_run, methods=["GET"]),
     Route("/runs/{run_id}/stream", join_stream, methods=["GET"]),
     Route("/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
 ]

@@ -14,7 +14,7 @@ from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.state import AgentState
 from tenxgraph.serve import schemas
 from tenxgraph.serve.db.base import ThreadExistsError
-from tenxgraph.serve.http import HTTPError, answer, read_body
+from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
 from tenxgraph.serve.records import ThreadRecord, ThreadStatus, iso, new_id, thread_json
 from tenxgraph.serve.runs import interrupts_of
 from tenxgraph.serve.server import Server
@@ -53,7 +53,7 @@ def state_json(thread_id: str, state: AgentState | None, version: int | None) ->
     }
 
 
-async def _state(
+async def read_state(
     graph: CompiledGraph[Any], thread_id: str, version: int | None = None
 ) -> tuple[AgentState | None, int | None]:
     config: dict[str, Any] = {"thread_id": thread_id}
@@ -66,7 +66,7 @@ async def _state(
 
 
 async def _thread_json(server: Server, thread: ThreadRecord) -> dict[str, Any]:
-    state, _ = await _state(server.graph_of(thread), thread.thread_id)
+    state, _ = await read_state(server.graph_of(thread), thread.thread_id)
     values = None if state is None else values_to_wire(state)
     found = [] if state is None else interrupts_of(state)
     return thread_json(thread, values, {"": found} if found else None)
@@ -109,8 +109,10 @@ async def delete_thread(request: Request) -> Response:
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     active = await server.db.list_runs(thread.thread_id, thread.owner, status="running")
     active += await server.db.list_runs(thread.thread_id, thread.owner, status="pending")
-    if active:
+    if active:  # stopped, and ended, before the state goes: nothing writes it back after
         await server.cancel([r.run_id for r in active], "interrupt")
+        for run in active:
+            await server.result(run)
     graph = server.graph_of(thread)
     await server.db.delete_thread(thread.thread_id, thread.owner)
     if graph.checkpointer is not None:
@@ -144,24 +146,27 @@ async def copy_thread(request: Request) -> Response:
     copy = ThreadRecord(new_id(), owner, dict(source.metadata))
     await server.db.create_thread(copy)
     state = await graph.aget_state({"thread_id": source.thread_id})
-    if state is not None:
-        values = state.model_copy(deep=True)
-        await graph.aupdate_state({"thread_id": copy.thread_id}, values)
+    if state is not None and graph.checkpointer is not None:  # the state as the copy's first
+        await graph.checkpointer.asave(
+            copy.thread_id, expected_version=None, state=state, new_messages=state.context
+        )
     status: ThreadStatus = "interrupted" if state and interrupts_of(state) else "idle"
     copy = await server.db.update_thread(copy.thread_id, owner, status=status) or copy
     return answer(thread_json(copy))
+
+
+def _version(checkpoint_id: str) -> int:
+    if not checkpoint_id.isdigit():
+        raise HTTPError(422, f"checkpoint_id is a version number here, got {checkpoint_id!r}")
+    return int(checkpoint_id)
 
 
 async def get_state(request: Request) -> Response:
     server = _server(request)
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     raw = request.path_params.get("checkpoint_id")
-    version = None
-    if raw is not None:
-        if not raw.isdigit():
-            raise HTTPError(422, f"checkpoint_id is a version number here, got {raw!r}")
-        version = int(raw)
-    state, version = await _state(server.graph_of(thread), thread.thread_id, version)
+    version = None if raw is None else _version(raw)
+    state, version = await read_state(server.graph_of(thread), thread.thread_id, version)
     if raw is not None and state is None:
         raise HTTPError(404, f"thread {thread.thread_id!r} has no checkpoint {raw!r}")
     return answer(state_json(thread.thread_id, state, version))
@@ -179,7 +184,7 @@ async def update_state(request: Request) -> Response:
     graph = server.graph_of(thread)
     values: dict[str, Any] = dict(update.get("state") or {})
     if update.get("messages"):
-        values["messages"] = update["messages"]
+        values["context"] = update["messages"]  # the conversation field of tenxgraph's state
     try:
         version = await graph.aupdate_state({"thread_id": thread.thread_id}, values)
     except ValueError as exc:
@@ -193,14 +198,22 @@ async def history(request: Request) -> Response:
     server = _server(request)
     thread = await server.thread(request.path_params["thread_id"], await server.owner(request))
     if request.method == "POST":
-        limit = (await read_body(request, schemas.HistoryQuery, server.body_limit)).limit
-    else:
-        limit = int(request.query_params.get("limit", "10"))
+        query = await read_body(request, schemas.HistoryQuery, server.body_limit)
+    else:  # the Agent Protocol's form: ?limit=&before=
+        query = schemas.HistoryQuery(
+            limit=query_int(request, "limit", 10, 1, 1000),
+            before=request.query_params.get("before"),
+        )
+    before_id = query.before_id()
+    before = _version(before_id) if before_id else None
     graph = server.graph_of(thread)
-    infos = await graph.aget_state_history({"thread_id": thread.thread_id}, limit=limit)
+    config = {"thread_id": thread.thread_id}
+    infos = await graph.aget_state_history(config, limit=None if before else query.limit)
+    if before is not None:
+        infos = [info for info in infos if info.version < before][: query.limit]
     states = []
     for info in infos:
-        state, _ = await _state(graph, thread.thread_id, info.version)
+        state, _ = await read_state(graph, thread.thread_id, info.version)
         entry = state_json(thread.thread_id, state, info.version)
         entry["created_at"] = iso(info.created_at)
         entry["metadata"] = {"step": info.step, "source": info.node, "status": info.status}
