@@ -1,9 +1,11 @@
-"""The server's run operations without HTTP (SQLite): `rollback` forgets the run it stops, and
-a run sees the caller auth identified as `config["user_id"]`, whatever the client sends."""
+"""The server's run operations without HTTP (SQLite): `rollback` forgets the run it stops, a
+run sees the caller auth identified as `config["user_id"]` whatever the client sends, and an
+interrupt reaches clients with its value, id and message."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from tenxgraph.serve.records import ThreadRecord
 from tenxgraph.serve.schemas import RunCreate
 from tenxgraph.serve.server import Server
 from tenxgraph.storage.checkpointer import SqliteCheckpointer
+from tenxgraph.utils import interrupt
 
 
 class Seen(AgentState):
@@ -50,7 +53,7 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[Server, asyncio.Event]]:
         await served.stop()
 
 
-def ask(**fields: Any) -> RunCreate:
+def ask_(**fields: Any) -> RunCreate:
     return RunCreate(assistant_id="g", input={"messages": ["hi"]}, **fields)
 
 
@@ -67,9 +70,9 @@ async def test_rollback_stops_the_running_run_and_forgets_it(
     server: tuple[Server, asyncio.Event],
 ) -> None:
     served, gate = server
-    first = await served.create_run("alice", "t", ask())
+    first = await served.create_run("alice", "t", ask_())
     await started(served, first.run_id)
-    second = await served.create_run("alice", "t", ask(multitask_strategy="rollback"))
+    second = await served.create_run("alice", "t", ask_(multitask_strategy="rollback"))
     gate.set()
     result = await served.result(second)
 
@@ -85,7 +88,34 @@ async def test_a_run_sees_the_authenticated_caller_not_the_claimed_one(
 ) -> None:
     served, gate = server
     gate.set()
-    body = ask(config={"configurable": {"user_id": "mallory"}})
+    body = ask_(config={"configurable": {"user_id": "mallory"}})
     run = await served.create_run("alice", "t", body)
 
     assert (await served.result(run))["user"] == "alice"
+
+
+async def test_an_interrupt_reaches_clients_with_its_value_id_and_message(tmp_path: Path) -> None:
+    def ask(state: Seen) -> dict[str, Any]:
+        answer = interrupt({"amount": 40}, message="Send 40 EUR?")
+        return {"user": str(answer)}
+
+    builder = StateGraph(Seen())
+    builder.add_node("ask", ask)
+    builder.set_entry_point("ask")
+    builder.add_edge("ask", "__end__")
+    app = builder.compile(checkpointer=SqliteCheckpointer(tmp_path / "t.db"))
+    served = Server({"g": app}, SqliteServeDB(tmp_path / "s.db"), Bus())
+    await served.start()
+    try:
+        await served.db.create_thread(ThreadRecord("t", ""))
+        run = await served.create_run("", "t", ask_(stream_mode=["updates"]))
+        result = await served.result(run)
+        updates = [json.loads(e.data) async for e in served.events(run) if e.event == "updates"]
+    finally:
+        await served.stop()
+
+    (pending,) = result["__interrupt__"]
+    assert pending["value"] == {"amount": 40}
+    assert pending["message"] == "Send 40 EUR?"
+    assert pending["id"]
+    assert updates[-1] == {"__interrupt__": [pending]}

@@ -158,3 +158,23 @@ def test_importing_the_package_does_not_import_database_drivers(tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "ok\n"
+
+
+@pytest.mark.parametrize("ticks", range(6))
+async def test_a_save_cancelled_anywhere_leaves_the_connection_usable(
+    store: SqliteCheckpointer, ticks: int
+) -> None:
+    """A run cancelled mid-save (a server cancelling it) must not leave the shared connection
+    inside a transaction: its BEGIN, still queued on the connection's thread when the await
+    was cancelled, used to run anyway, and the next save failed with "cannot start a
+    transaction within a transaction"."""
+    await save(store, "warm", state_with("a"), None)  # the connection is open
+    saving = asyncio.create_task(save(store, "t", state_with("x"), None))
+    for _ in range(ticks):  # cancel it at a different point of the save each time
+        await asyncio.sleep(0)
+    saving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+
+    await save(store, "u", state_with("y"), None)
+    assert await texts_of(store, "u") == ["y"]

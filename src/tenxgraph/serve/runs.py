@@ -75,9 +75,18 @@ def interrupts_of(state: AgentState) -> list[dict[str, Any]]:
     data = state.execution_meta.interrupt_data or {}
     if not data and not state.execution_meta.interrupted_node:
         return []
-    value = data.get("value", data) if isinstance(data, dict) else data
-    found = {"value": value, "id": data.get("id") if isinstance(data, dict) else None}
-    return [found]
+    if not isinstance(data, dict):
+        return [{"value": data, "id": None}]
+    return [interrupt_json(data)]
+
+
+def interrupt_json(data: dict[str, Any]) -> dict[str, Any]:
+    """One of our interrupts as LangGraph's clients read it (`value`, `id`), with the text
+    `interrupt(..., message=...)` gave, when there is one."""
+    found = {"value": data.get("value"), "id": data.get("id")}
+    if data.get("message"):
+        found["message"] = data["message"]
+    return found
 
 
 def error_json(exc: BaseException) -> dict[str, Any]:

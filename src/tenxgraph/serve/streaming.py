@@ -18,6 +18,7 @@ from tenxgraph.core.state import AgentState, Message, StreamChunk
 from tenxgraph.serve.bus import Bus, run_topic, wait_for
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.records import FINISHED, RunEvent
+from tenxgraph.serve.runs import interrupt_json
 from tenxgraph.serve.wire import chunk_to_wire, message_to_wire, values_to_wire
 
 STREAM_MODES = frozenset(
@@ -222,8 +223,7 @@ class ChunkEvents:
             update = {"messages": [message_to_wire(m) for m in made]} if made else None
             self._emit("updates", ns, {str(data.get("node")): update})
         elif status == "interrupted" and "updates" in self.modes:
-            found = data.get("interrupt") or {}
-            interrupt = {"value": found.get("value"), "id": found.get("id")}
+            interrupt = interrupt_json(data.get("interrupt") or {})
             self._emit("updates", ns, {"__interrupt__": [interrupt]})
 
     def _message(self, message: Message, ns: tuple[str, ...]) -> None:

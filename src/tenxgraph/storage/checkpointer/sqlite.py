@@ -138,6 +138,24 @@ class _LoopSlot:
     conn: aiosqlite.Connection | None = None
 
 
+async def _settled(conn: aiosqlite.Connection) -> None:
+    """Roll back the transaction `conn` is in, if any, once every call queued before has run
+    on its thread: a `BEGIN` or `COMMIT` whose await was cancelled still runs there. Finished
+    even if the caller is cancelled again meanwhile, before the connection is given up."""
+
+    async def settle() -> None:
+        await conn.execute_fetchall("SELECT 1")  # runs after what was queued before it
+        if conn.in_transaction:
+            await conn.execute("ROLLBACK")
+
+    cleanup = asyncio.ensure_future(settle())
+    try:
+        await asyncio.shield(cleanup)
+    except asyncio.CancelledError:
+        await cleanup
+        raise
+
+
 class SqliteCheckpointer(BaseCheckpointer):
     """Threads in one SQLite file (default `~/.tenxgraph/checkpoints.db`).
 
@@ -218,8 +236,8 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def _ensure_schema(self, conn: aiosqlite.Connection) -> None:
         if await self._schema_version(conn) == SCHEMA_VERSION:
             return
-        await conn.execute("BEGIN IMMEDIATE")
         try:
+            await conn.execute("BEGIN IMMEDIATE")
             await conn.execute("CREATE TABLE IF NOT EXISTS tx_schema_version (version INTEGER)")
             found = await self._schema_version(conn) or 0
             if found > SCHEMA_VERSION:
@@ -234,7 +252,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 )
             await conn.execute("COMMIT")
         except BaseException:
-            await conn.execute("ROLLBACK")
+            await _settled(conn)
             raise
 
     async def _schema_version(self, conn: aiosqlite.Connection) -> int | None:
@@ -265,18 +283,12 @@ class SqliteCheckpointer(BaseCheckpointer):
         """One transaction: `BEGIN IMMEDIATE` takes the write lock up front (no upgrade
         deadlocks); a read transaction gives its several queries one consistent snapshot."""
         async with self._connected() as conn:
-            await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
+                await conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    await conn.execute("ROLLBACK")
-                raise
-            try:
                 await conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:  # never leave the shared connection inside a transaction
-                    await conn.execute("ROLLBACK")
+                await _settled(conn)  # never leave the shared connection inside a transaction
                 raise
 
     async def _fetchone(
