@@ -103,9 +103,10 @@ def test_web_service_refuses_a_bad_request(monkeypatch: pytest.MonkeyPatch, tmp_
     web = load_example("web_service", monkeypatch)
     with _mounted(web, "test", tmp_path) as client:
         assert client.post("/agent/threads", content=b"not json").status_code == 422
-        missing = client.post("/agent/runs/wait", json={"input": None})
-        assert missing.status_code == 422
-        assert "assistant_id" in missing.json()["detail"]
+        bad = client.post("/agent/runs/wait", json={"assistant_id": "clock", "stream_mode": "x"})
+        assert bad.status_code == 422
+        assert "stream_mode" in bad.json()["detail"]
+        assert client.post("/agent/runs/wait", json={"assistant_id": "nope"}).status_code == 404
 
 
 def test_tracing_prints_the_span_tree_of_a_react_run() -> None:

@@ -16,6 +16,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenxgraph.serve.db.base import ServeDB, ThreadBusyError, ThreadExistsError
+from tenxgraph.serve.db.rows import (
+    RUN_COLUMNS,
+    THREAD_COLUMNS,
+    run_from_row,
+    run_row,
+    thread_from_row,
+)
 from tenxgraph.serve.records import RunEvent, RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from tenxgraph.storage.checkpointer._pg_pools import (
     Connection,
@@ -69,50 +76,6 @@ def _schema(s: str) -> tuple[str, ...]:
             run_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,
             data TEXT NOT NULL, PRIMARY KEY (run_id, seq))""",
     )
-
-
-_RUN_COLUMNS = (
-    "run_id, thread_id, owner, assistant_id, kwargs, metadata, multitask_strategy, status, "
-    "created_at, updated_at, worker, lease_expires, cancel, attempt, start_version, result, "
-    "temporary"
-)
-_THREAD_COLUMNS = "thread_id, owner, metadata, status, created_at, updated_at"
-
-
-def _thread(row: Any) -> ThreadRecord:
-    return ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
-
-
-def _run(row: Any) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        thread_id=row[1],
-        owner=row[2],
-        assistant_id=row[3],
-        kwargs=json.loads(row[4]),
-        metadata=json.loads(row[5]),
-        multitask_strategy=row[6],
-        status=row[7],
-        created_at=row[8],
-        updated_at=row[9],
-        worker=row[10],
-        lease_expires=row[11],
-        cancel=row[12],
-        attempt=row[13],
-        start_version=row[14],
-        result=None if row[15] is None else json.loads(row[15]),
-        temporary=bool(row[16]),
-    )
-
-
-def _run_values(run: RunRecord) -> tuple[Any, ...]:
-    result = None if run.result is None else json.dumps(run.result)
-    return (
-        run.run_id, run.thread_id, run.owner, run.assistant_id, json.dumps(run.kwargs),
-        json.dumps(run.metadata), run.multitask_strategy, run.status, run.created_at,
-        run.updated_at, run.worker, run.lease_expires, run.cancel, run.attempt,
-        run.start_version, result, run.temporary,
-    )  # fmt: skip
 
 
 def _owned(owner: str | None, n: int) -> tuple[str, tuple[Any, ...]]:
@@ -192,7 +155,7 @@ class PostgresServeDB(PgTables, ServeDB):
 
     async def create_thread(self, thread: ThreadRecord) -> None:
         query = (
-            f"INSERT INTO {self._threads} ({_THREAD_COLUMNS}) "
+            f"INSERT INTO {self._threads} ({THREAD_COLUMNS}) "
             "VALUES ($1, $2, $3::jsonb, $4, $5, $6) ON CONFLICT (thread_id) DO NOTHING"
         )
         args = (thread.thread_id, thread.owner, json.dumps(thread.metadata), thread.status,
@@ -203,9 +166,9 @@ class PostgresServeDB(PgTables, ServeDB):
 
     async def get_thread(self, thread_id: str, owner: str | None) -> ThreadRecord | None:
         where, extra = _owned(owner, 2)
-        query = f"SELECT {_THREAD_COLUMNS} FROM {self._threads} WHERE thread_id = $1{where}"
+        query = f"SELECT {THREAD_COLUMNS} FROM {self._threads} WHERE thread_id = $1{where}"
         row = await self._run(lambda conn: conn.fetchrow(query, thread_id, *extra))
-        return None if row is None else _thread(row)
+        return None if row is None else thread_from_row(row)
 
     async def update_thread(
         self,
@@ -219,11 +182,11 @@ class PostgresServeDB(PgTables, ServeDB):
         query = (
             f"UPDATE {self._threads} SET metadata = metadata || $2::jsonb, "
             f"status = COALESCE($3, status), updated_at = {_NOW} "
-            f"WHERE thread_id = $1{where} RETURNING {_THREAD_COLUMNS}"
+            f"WHERE thread_id = $1{where} RETURNING {THREAD_COLUMNS}"
         )
         args = (thread_id, json.dumps(metadata or {}), status, *extra)
         row = await self._run(lambda conn: conn.fetchrow(query, *args))
-        return None if row is None else _thread(row)
+        return None if row is None else thread_from_row(row)
 
     def _thread_filter(
         self,
@@ -257,11 +220,11 @@ class PostgresServeDB(PgTables, ServeDB):
     ) -> list[ThreadRecord]:
         where, args = self._thread_filter(owner, metadata, status, ids)
         query = (
-            f"SELECT {_THREAD_COLUMNS} FROM {self._threads} WHERE {where} "
+            f"SELECT {THREAD_COLUMNS} FROM {self._threads} WHERE {where} "
             f"ORDER BY updated_at DESC, thread_id LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}"
         )
         rows = await self._run(lambda conn: conn.fetch(query, *args, limit, offset))
-        return [_thread(row) for row in rows]
+        return [thread_from_row(row) for row in rows]
 
     async def count_threads(
         self,
@@ -297,7 +260,7 @@ class PostgresServeDB(PgTables, ServeDB):
 
     async def create_run(self, run: RunRecord) -> list[str]:
         marks = ", ".join(f"${i}" for i in range(1, 18)).replace("$6", "$6::jsonb")
-        insert = f"INSERT INTO {self._runs} ({_RUN_COLUMNS}) VALUES ({marks})"
+        insert = f"INSERT INTO {self._runs} ({RUN_COLUMNS}) VALUES ({marks})"
 
         async def create(conn: Connection) -> list[str]:
             # the thread's row lock orders the multitask decisions (and the queue positions)
@@ -313,7 +276,7 @@ class PostgresServeDB(PgTables, ServeDB):
             busy = [row[0] for row in rows]
             if busy and run.multitask_strategy == "reject":
                 raise ThreadBusyError(run.thread_id, busy[0])
-            await conn.execute(insert, *_run_values(run))
+            await conn.execute(insert, *run_row(run))
             await conn.execute(
                 f"UPDATE {self._threads} SET status = 'busy', updated_at = {_NOW} "
                 "WHERE thread_id = $1",
@@ -325,9 +288,9 @@ class PostgresServeDB(PgTables, ServeDB):
 
     async def get_run(self, run_id: str, owner: str | None) -> RunRecord | None:
         where, extra = _owned(owner, 2)
-        query = f"SELECT {_RUN_COLUMNS} FROM {self._runs} WHERE run_id = $1{where}"
+        query = f"SELECT {RUN_COLUMNS} FROM {self._runs} WHERE run_id = $1{where}"
         row = await self._run(lambda conn: conn.fetchrow(query, run_id, *extra))
-        return None if row is None else _run(row)
+        return None if row is None else run_from_row(row)
 
     async def list_runs(
         self,
@@ -339,13 +302,13 @@ class PostgresServeDB(PgTables, ServeDB):
         offset: int = 0,
     ) -> list[RunRecord]:
         query = (
-            f"SELECT {_RUN_COLUMNS} FROM {self._runs} WHERE thread_id = $1 AND owner = $2 "
+            f"SELECT {RUN_COLUMNS} FROM {self._runs} WHERE thread_id = $1 AND owner = $2 "
             "AND ($3::text IS NULL OR status = $3) ORDER BY position DESC LIMIT $4 OFFSET $5"
         )
         rows = await self._run(
             lambda conn: conn.fetch(query, thread_id, owner, status, limit, offset)
         )
-        return [_run(row) for row in rows]
+        return [run_from_row(row) for row in rows]
 
     async def claim_run(self, worker: str, ttl: float) -> RunRecord | None:
         asyncpg = load_asyncpg("PostgresServeDB")
@@ -370,12 +333,12 @@ class PostgresServeDB(PgTables, ServeDB):
         take = (
             f"UPDATE {self._runs} SET status = 'running', worker = $2, "
             f"lease_expires = {_NOW} + $3, attempt = attempt + 1, updated_at = {_NOW} "
-            f"WHERE run_id = $1 RETURNING {_RUN_COLUMNS}"
+            f"WHERE run_id = $1 RETURNING {RUN_COLUMNS}"
         )
         run_id = await conn.fetchval(abandoned) or await conn.fetchval(queued)
         if run_id is None:
             return None
-        return _run(await conn.fetchrow(take, run_id, worker, float(ttl)))
+        return run_from_row(await conn.fetchrow(take, run_id, worker, float(ttl)))
 
     async def renew_runs(
         self, worker: str, run_ids: Sequence[str], ttl: float
@@ -437,7 +400,7 @@ class PostgresServeDB(PgTables, ServeDB):
             return []
         stop_pending = (
             f"UPDATE {self._runs} SET status = 'interrupted', updated_at = {_NOW}, cancel = $2 "
-            f"WHERE run_id = ANY($1::text[]) AND status = 'pending' RETURNING {_RUN_COLUMNS}"
+            f"WHERE run_id = ANY($1::text[]) AND status = 'pending' RETURNING {RUN_COLUMNS}"
         )
         ask_running = (
             f"UPDATE {self._runs} SET cancel = $2 WHERE run_id = ANY($1::text[]) "
@@ -453,7 +416,7 @@ class PostgresServeDB(PgTables, ServeDB):
         async def cancel(conn: Connection) -> list[RunRecord]:
             rows = await conn.fetch(stop_pending, list(run_ids), action)
             await conn.execute(ask_running, list(run_ids), action)
-            ended = [_run(row) for row in rows]
+            ended = [run_from_row(row) for row in rows]
             for thread_id in sorted({run.thread_id for run in ended}):
                 await conn.execute(idle_unless_busy, thread_id)
             for run in ended:  # as they were before this call, like the SQLite backend's

@@ -17,6 +17,13 @@ from tenxgraph.serve.db.base import (
     ThreadExistsError,
     metadata_matches,
 )
+from tenxgraph.serve.db.rows import (
+    RUN_COLUMNS,
+    THREAD_COLUMNS,
+    run_from_row,
+    run_row,
+    thread_from_row,
+)
 from tenxgraph.serve.records import RunEvent, RunRecord, RunStatus, ThreadRecord, ThreadStatus
 from tenxgraph.storage.checkpointer._sql import SqliteFile
 
@@ -42,49 +49,6 @@ _SCHEMA = (
 # a retry after a commit whose answer was lost, or a late write of a worker whose run another
 # took, writes nothing twice
 _ADD_EVENTS = "INSERT OR IGNORE INTO serve_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)"
-
-_RUN_COLUMNS = (
-    "run_id, thread_id, owner, assistant_id, kwargs, metadata, multitask_strategy, status, "
-    "created_at, updated_at, worker, lease_expires, cancel, attempt, start_version, result, "
-    "temporary"
-)
-_THREAD_COLUMNS = "thread_id, owner, metadata, status, created_at, updated_at"
-
-
-def _thread(row: Sequence[Any]) -> ThreadRecord:
-    return ThreadRecord(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
-
-
-def _run(row: Sequence[Any]) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        thread_id=row[1],
-        owner=row[2],
-        assistant_id=row[3],
-        kwargs=json.loads(row[4]),
-        metadata=json.loads(row[5]),
-        multitask_strategy=row[6],
-        status=row[7],
-        created_at=row[8],
-        updated_at=row[9],
-        worker=row[10],
-        lease_expires=row[11],
-        cancel=row[12],
-        attempt=row[13],
-        start_version=row[14],
-        result=None if row[15] is None else json.loads(row[15]),
-        temporary=bool(row[16]),
-    )
-
-
-def _run_values(run: RunRecord) -> tuple[Any, ...]:
-    result = None if run.result is None else json.dumps(run.result)
-    return (
-        run.run_id, run.thread_id, run.owner, run.assistant_id, json.dumps(run.kwargs),
-        json.dumps(run.metadata), run.multitask_strategy, run.status, run.created_at,
-        run.updated_at, run.worker, run.lease_expires, run.cancel, run.attempt,
-        run.start_version, result, int(run.temporary),
-    )  # fmt: skip
 
 
 def _done(cursor: sqlite3.Cursor) -> None:
@@ -114,7 +78,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
     # -- threads --------------------------------------------------------------------------
 
     async def create_thread(self, thread: ThreadRecord) -> None:
-        query = f"INSERT INTO serve_threads ({_THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+        query = f"INSERT INTO serve_threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
         args = (thread.thread_id, thread.owner, json.dumps(thread.metadata), thread.status,
                 thread.created_at, thread.updated_at)  # fmt: skip
 
@@ -128,9 +92,9 @@ class SqliteServeDB(SqliteFile, ServeDB):
 
     async def get_thread(self, thread_id: str, owner: str | None) -> ThreadRecord | None:
         where, extra = _owned(owner)
-        query = f"SELECT {_THREAD_COLUMNS} FROM serve_threads WHERE thread_id = ?{where}"
+        query = f"SELECT {THREAD_COLUMNS} FROM serve_threads WHERE thread_id = ?{where}"
         row = await self._run(lambda conn: conn.execute(query, (thread_id, *extra)).fetchone())
-        return None if row is None else _thread(row)
+        return None if row is None else thread_from_row(row)
 
     async def update_thread(
         self,
@@ -141,7 +105,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
         status: ThreadStatus | None = None,
     ) -> ThreadRecord | None:
         where, extra = _owned(owner)
-        select = f"SELECT {_THREAD_COLUMNS} FROM serve_threads WHERE thread_id = ?{where}"
+        select = f"SELECT {THREAD_COLUMNS} FROM serve_threads WHERE thread_id = ?{where}"
         update = (
             "UPDATE serve_threads SET metadata = ?, status = ?, updated_at = ? WHERE thread_id = ?"
         )
@@ -150,7 +114,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
             row = conn.execute(select, (thread_id, *extra)).fetchone()
             if row is None:
                 return None
-            thread = _thread(row)
+            thread = thread_from_row(row)
             thread.metadata = {**thread.metadata, **(metadata or {})}
             thread.status = status or thread.status
             thread.updated_at = time.time()
@@ -170,7 +134,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
         limit: int = 10,
         offset: int = 0,
     ) -> list[ThreadRecord]:
-        query = f"SELECT {_THREAD_COLUMNS} FROM serve_threads WHERE owner = ?"
+        query = f"SELECT {THREAD_COLUMNS} FROM serve_threads WHERE owner = ?"
         args: list[Any] = [owner]
         if status is not None:
             query += " AND status = ?"
@@ -180,7 +144,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
             args.extend(ids)
         query += " ORDER BY updated_at DESC, thread_id"
         rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
-        found = [t for t in map(_thread, rows) if metadata_matches(t.metadata, metadata)]
+        found = [t for t in map(thread_from_row, rows) if metadata_matches(t.metadata, metadata)]
         return found[offset : offset + limit]
 
     async def delete_thread(self, thread_id: str, owner: str | None) -> bool:
@@ -205,14 +169,14 @@ class SqliteServeDB(SqliteFile, ServeDB):
             "SELECT run_id FROM serve_runs WHERE thread_id = ? "
             "AND status IN ('pending', 'running') ORDER BY position"
         )
-        insert = f"INSERT INTO serve_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+        insert = f"INSERT INTO serve_runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 17)})"
 
         def create(conn: sqlite3.Connection) -> list[str]:
             busy = [row[0] for row in conn.execute(active, (run.thread_id,))]
             if busy and run.multitask_strategy == "reject":
                 raise ThreadBusyError(run.thread_id, busy[0])
             stopping = busy if run.multitask_strategy in ("interrupt", "rollback") else []
-            conn.execute(insert, _run_values(run))
+            conn.execute(insert, run_row(run))
             conn.execute(
                 "UPDATE serve_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?",
                 (time.time(), run.thread_id),
@@ -223,9 +187,9 @@ class SqliteServeDB(SqliteFile, ServeDB):
 
     async def get_run(self, run_id: str, owner: str | None) -> RunRecord | None:
         where, extra = _owned(owner)
-        query = f"SELECT {_RUN_COLUMNS} FROM serve_runs WHERE run_id = ?{where}"
+        query = f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE run_id = ?{where}"
         row = await self._run(lambda conn: conn.execute(query, (run_id, *extra)).fetchone())
-        return None if row is None else _run(row)
+        return None if row is None else run_from_row(row)
 
     async def list_runs(
         self,
@@ -236,7 +200,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
         limit: int = 10,
         offset: int = 0,
     ) -> list[RunRecord]:
-        query = f"SELECT {_RUN_COLUMNS} FROM serve_runs WHERE thread_id = ? AND owner = ?"
+        query = f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE thread_id = ? AND owner = ?"
         args: list[Any] = [thread_id, owner]
         if status is not None:
             query += " AND status = ?"
@@ -244,15 +208,15 @@ class SqliteServeDB(SqliteFile, ServeDB):
         query += " ORDER BY position DESC LIMIT ? OFFSET ?"
         args += [limit, offset]
         rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
-        return [_run(row) for row in rows]
+        return [run_from_row(row) for row in rows]
 
     async def claim_run(self, worker: str, ttl: float) -> RunRecord | None:
         abandoned = (
-            f"SELECT {_RUN_COLUMNS} FROM serve_runs WHERE status = 'running' "
+            f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE status = 'running' "
             "AND lease_expires < ? ORDER BY position LIMIT 1"
         )
         queued = (
-            f"SELECT {_RUN_COLUMNS} FROM serve_runs r WHERE status = 'pending' AND NOT EXISTS "
+            f"SELECT {RUN_COLUMNS} FROM serve_runs r WHERE status = 'pending' AND NOT EXISTS "
             "(SELECT 1 FROM serve_runs o WHERE o.thread_id = r.thread_id AND (o.status = "
             "'running' OR (o.status = 'pending' AND o.position < r.position))) "
             "ORDER BY position LIMIT 1"
@@ -267,7 +231,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
             row = conn.execute(abandoned, (now,)).fetchone() or conn.execute(queued).fetchone()
             if row is None:
                 return None
-            run = _run(row)
+            run = run_from_row(row)
             run.status, run.worker, run.lease_expires = "running", worker, now + ttl
             run.attempt += 1
             conn.execute(take, (worker, now + ttl, now, run.run_id))
@@ -344,7 +308,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
 
         def cancel(conn: sqlite3.Connection) -> list[RunRecord]:
             pending = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM serve_runs WHERE run_id IN ({marks}) "
+                f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE run_id IN ({marks}) "
                 "AND status = 'pending'",
                 tuple(run_ids),
             ).fetchall()
@@ -359,7 +323,7 @@ class SqliteServeDB(SqliteFile, ServeDB):
                 "AND status = 'running'",
                 (action, *run_ids),
             )
-            ended = [_run(row) for row in pending]
+            ended = [run_from_row(row) for row in pending]
             for thread_id in {run.thread_id for run in ended}:  # idle unless others remain
                 conn.execute(
                     "UPDATE serve_threads SET status = CASE WHEN EXISTS (SELECT 1 FROM "
