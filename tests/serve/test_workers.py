@@ -144,13 +144,15 @@ class Workers:
         self.dsn, self.tool_url, self.logs = dsn, tool_url, logs
         self.started: list[subprocess.Popen[bytes]] = []
 
-    async def start(self, name: str, *, max_runs: int = 8) -> tuple[str, subprocess.Popen[bytes]]:
+    async def start(
+        self, name: str, *, max_runs: int = 8, redis: str | None = None
+    ) -> tuple[str, subprocess.Popen[bytes]]:
         port = _free_port()
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), URL_VAR: self.tool_url}
         command = [
             sys.executable, "-m", "tenxgraph.cli", "serve", "tests.serve.workers_graph:graph",
             "--db", self.dsn, "--port", str(port), "--lease-ttl", str(LEASE_TTL),
-            "--max-runs", str(max_runs),
+            "--max-runs", str(max_runs), *(["--redis", redis] if redis else []),
         ]  # fmt: skip
         process = _spawn(command, env, self.logs / f"{name}.log")
         self.started.append(process)
@@ -215,13 +217,18 @@ async def _collect(stream: AsyncIterator[Any]) -> list[Any]:
 # -- the tests -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("bus", ["postgres", "redis"])
 async def test_a_client_of_one_worker_streams_the_run_another_executes(
-    workers: Workers, tools: ToolServer
+    workers: Workers, tools: ToolServer, bus: str
 ) -> None:
+    """Woken through PostgreSQL's LISTEN/NOTIFY, or through Redis with --redis."""
     from langgraph_sdk import get_client
 
-    url_a, _ = await workers.start("a", max_runs=0)
-    url_b, _ = await workers.start("b")
+    from tests.serve.conftest import redis_url
+
+    redis = redis_url() if bus == "redis" else None
+    url_a, _ = await workers.start("a", max_runs=0, redis=redis)
+    url_b, _ = await workers.start("b", redis=redis)
     client_a, client_b = get_client(url=url_a), get_client(url=url_b)
     thread = await client_a.threads.create()
     stream = client_a.runs.stream(
