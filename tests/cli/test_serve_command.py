@@ -78,3 +78,18 @@ def test_serve_refuses_a_token_without_its_user(capsys: pytest.CaptureFixture[st
     code = main(["serve", "examples/weather_app.py:app", "--auth-token", "lonely"])
     assert code == 2
     assert "--auth-token takes TOKEN=USER" in capsys.readouterr().err
+
+
+def test_serve_warns_when_anyone_can_reach_it_without_auth(tmp_path: Path) -> None:
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "tenxgraph.cli", "serve", "examples/weather_app.py:app",
+        "--host", "0.0.0.0", "--port", str(port), "--db", str(tmp_path / "server.db"),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        _wait_ok(f"http://127.0.0.1:{port}", process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert "no --auth-token and not on loopback" in err.decode()
