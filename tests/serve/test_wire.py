@@ -26,15 +26,8 @@ from tenxgraph.core.state.message_block import (
     ToolResultBlock,
     VideoBlock,
 )
-from tenxgraph.serve.wire import (
-    WireError,
-    chunk_to_wire,
-    input_from_wire,
-    message_from_wire,
-    message_to_wire,
-    messages_from_wire,
-    values_to_wire,
-)
+from tenxgraph.serve.wire import WireError, chunk_to_wire, message_to_wire, values_to_wire
+from tenxgraph.serve.wire_in import input_from_wire, message_from_wire, messages_from_wire
 
 PNG_URL = "https://example.com/cat.png"
 

@@ -8,7 +8,8 @@ from typing import Any
 from tenxgraph.core.graph.run_config import KNOWN_CONFIG_KEYS
 from tenxgraph.core.state import AgentState
 from tenxgraph.serve.records import RunRecord, RunStatus, ThreadStatus
-from tenxgraph.serve.wire import input_from_wire, values_to_wire
+from tenxgraph.serve.wire import values_to_wire
+from tenxgraph.serve.wire_in import input_from_wire
 
 NO_STATE = -1  # a run's start_version when its thread had no state yet
 # keys of the client's config the server sets itself, never the client

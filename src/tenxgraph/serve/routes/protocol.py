@@ -30,7 +30,8 @@ from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord
 from tenxgraph.serve.routes.threads import read_state, state_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END, POLL_SECONDS, wanted
-from tenxgraph.serve.wire import WireError, input_from_wire
+from tenxgraph.serve.wire import WireError
+from tenxgraph.serve.wire_in import input_from_wire
 
 #: what runs started with `run.start` record: every channel the stream can send
 PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]

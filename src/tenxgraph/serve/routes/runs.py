@@ -18,7 +18,8 @@ from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
 from tenxgraph.serve.records import ACTIVE, RunRecord, run_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
-from tenxgraph.serve.wire import WireError, input_from_wire
+from tenxgraph.serve.wire import WireError
+from tenxgraph.serve.wire_in import input_from_wire
 
 SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
 

@@ -18,7 +18,8 @@ from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
 from tenxgraph.serve.records import ThreadRecord, ThreadStatus, iso, new_id, thread_json
 from tenxgraph.serve.runs import interrupts_of
 from tenxgraph.serve.server import Server
-from tenxgraph.serve.wire import WireError, input_from_wire, values_to_wire
+from tenxgraph.serve.wire import WireError, values_to_wire
+from tenxgraph.serve.wire_in import input_from_wire
 
 
 def _server(request: Request) -> Server:
