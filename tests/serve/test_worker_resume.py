@@ -63,8 +63,7 @@ async def test_a_run_the_dead_worker_finished_is_not_run_again(tmp_path: Path) -
 
     assert calls == ["hello"]  # not asked again
     assert (run.status, run.attempt) == ("success", 2)
-    assert run.result is not None
-    assert [m["content"] for m in run.result["messages"]] == ["hello", "answer 1"]
+    assert run.result == {}  # the values are the thread's, read when asked
     assert events[-1] == "end"
     state = await graph.aget_state({"thread_id": "t"})
     assert [m.text() for m in state.context] == ["hello", "answer 1"]

@@ -57,18 +57,26 @@ def graph_config(run: RunRecord, lease_ttl: float) -> dict[str, Any]:
 
 
 def outcome(state: AgentState | None) -> tuple[RunStatus, ThreadStatus, dict[str, Any]]:
-    """What a run that returned ended as: interrupted (paused for a human) or a success, with
-    the values `wait` and `join` answer (plus `__interrupt__` when paused)."""
+    """What a run that returned ended as: interrupted (paused for a human; its interrupt
+    kept with the run) or a success. The values are not kept with the run: `wait` and `join`
+    read them from the thread (`served_values`), so a turn's cost does not grow with it."""
     if state is None:
         return "success", "idle", {}
-    values = values_to_wire(state)
     status = str(getattr(state.execution_meta.status, "value", state.execution_meta.status))
     if status in _PAUSED:
-        values["__interrupt__"] = interrupts_of(state)
-        return "interrupted", "interrupted", values
+        return "interrupted", "interrupted", {"__interrupt__": interrupts_of(state)}
     if status == "error":  # a run that failed, found so by the worker resuming it
-        return "error", "error", values
-    return "success", "idle", values
+        return "error", "error", {}
+    return "success", "idle", {}
+
+
+def served_values(state: AgentState) -> dict[str, Any]:
+    """A thread's values as `wait` and `join` answer them (`__interrupt__` when paused)."""
+    values = values_to_wire(state)
+    found = interrupts_of(state)
+    if found:
+        values["__interrupt__"] = found
+    return values
 
 
 def interrupts_of(state: AgentState) -> list[dict[str, Any]]:

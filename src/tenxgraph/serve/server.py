@@ -20,6 +20,7 @@ from tenxgraph.serve.bus import CANCEL, QUEUE, Bus
 from tenxgraph.serve.db.base import ServeDB, ThreadBusyError, ThreadExistsError
 from tenxgraph.serve.http import HTTPError, not_found
 from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord, ThreadRecord, new_id
+from tenxgraph.serve.runs import served_values
 from tenxgraph.serve.schemas import RunCreate
 from tenxgraph.serve.streaming import END, EventLog, EventWriter, follow
 from tenxgraph.serve.worker import Worker
@@ -187,14 +188,21 @@ class Server:
         return follow(self.db, self.bus, run.run_id, after, modes, self.writer)
 
     async def result(self, run: RunRecord) -> dict[str, Any]:
-        """Wait for the run to end; its final values (`__error__` when it failed)."""
+        """Wait for the run to end; then the thread's values (`__error__` when the run
+        failed; a stateless run's thread may be gone: its interrupt, if any)."""
         seen = await self.db.last_seq(run.run_id)
         current = await self.db.get_run(run.run_id, None)
         if current is not None and current.status in ACTIVE:
             async for _ in self.events(run, seen, ()):
                 pass
             current = await self.db.get_run(run.run_id, None)
-        return {} if current is None else current.result or {}
+        if current is None:
+            return {}
+        if current.result and "__error__" in current.result:
+            return current.result
+        graph = self.graphs.get(current.assistant_id)
+        state = None if graph is None else await graph.aget_state({"thread_id": run.thread_id})
+        return current.result or {} if state is None else served_values(state)
 
 
 async def _logged(work: Coroutine[Any, Any, None]) -> None:
