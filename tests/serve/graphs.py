@@ -12,7 +12,7 @@ from typing import Any
 from tenxgraph import END, START, StateGraph
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.llm import FunctionModel, ModelInfo
-from tenxgraph.core.state import Message, ToolCallBlock
+from tenxgraph.core.state import CustomEvent, Message, ToolCallBlock
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.utils import interrupt
 
@@ -130,6 +130,21 @@ def failing_graph() -> CompiledGraph[Any]:
     return graph.compile(name="failing")
 
 
+def progress_graph() -> CompiledGraph[Any]:
+    """One async generator step that streams its progress (`CustomEvent`), then answers."""
+
+    async def work(state: Any) -> AsyncIterator[Any]:
+        for done in (1, 2):
+            yield CustomEvent({"done": done, "of": 2})
+        yield Message.text_message("finished", role="assistant")
+
+    graph = StateGraph()
+    graph.add_node("work", work)
+    graph.add_edge(START, "work")
+    graph.add_edge("work", END)
+    return graph.compile(name="progress")
+
+
 def all_graphs(gate: Gate) -> dict[str, CompiledGraph[Any]]:
     return {
         "agent": weather_agent(),
@@ -137,4 +152,5 @@ def all_graphs(gate: Gate) -> dict[str, CompiledGraph[Any]]:
         "held": held_graph(gate),
         "nested": nested_graph(),
         "failing": failing_graph(),
+        "progress": progress_graph(),
     }

@@ -87,14 +87,27 @@ async def test_stream_messages_legacy_partial_then_complete(client: LangGraphCli
     assert any(p.event == "messages/metadata" for p in parts)
 
 
+async def test_custom_mode_streams_what_a_node_yields_as_custom_events(
+    client: LangGraphClient,
+) -> None:
+    parts = await collect(
+        client.runs.stream(await _thread(client), "progress", input=HELLO, stream_mode="custom")
+    )
+    assert [(p.event, p.data) for p in parts[1:-1]] == [
+        ("custom", {"done": 1, "of": 2}),
+        ("custom", {"done": 2, "of": 2}),
+    ]
+    assert (parts[0].event, parts[-1].event) == ("metadata", "end")
+
+
 @pytest.mark.parametrize("mode", ["custom", "events", "debug", "tasks", "checkpoints"])
 async def test_modes_without_events_give_only_metadata_and_end(
     client: LangGraphClient, mode: Any
 ) -> None:
-    """tenxgraph's nodes write no custom events, and the server sends none of LangGraph's
-    `events`, `debug`, `tasks` or `checkpoints` modes: such a stream has only the run's
-    `metadata` and `end` (the modes are accepted, so a client asking for them along with
-    others works)."""
+    """A graph whose nodes stream nothing of their own sends no `custom` event, and the
+    server sends none of LangGraph's `events`, `debug`, `tasks` or `checkpoints` modes: such
+    a stream has only the run's `metadata` and `end` (the modes are accepted, so a client
+    asking for them along with others works)."""
     parts = await collect(
         client.runs.stream(await _thread(client), "agent", input=HELLO, stream_mode=mode)
     )

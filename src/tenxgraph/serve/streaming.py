@@ -207,6 +207,8 @@ class ChunkEvents:
             self._message(chunk.message, ns)
         elif chunk.event == "updates" and chunk.data is not None:
             self._progress(chunk.data, ns)
+        elif chunk.event == "custom" and "custom" in self.modes and chunk.data is not None:
+            self._emit("custom", ns, chunk.data.get("data"))
 
     def values(self, state: AgentState) -> None:
         """The final values (when no step emitted them, e.g. a run that resumed nothing)."""

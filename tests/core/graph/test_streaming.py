@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tenxgraph.core.graph import CompiledGraph, StateGraph
-from tenxgraph.core.state import AgentState, Message, StreamChunk
+from tenxgraph.core.state import AgentState, CustomEvent, Message, StreamChunk
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import START, ResponseGranularity
 from tests.core.graph._support import ai, inp, linear, texts
@@ -70,6 +70,37 @@ async def test_low_streams_input_deltas_and_complete_messages_only() -> None:
     ]
     assert chunks[0].message is not None
     assert chunks[0].message.role == "user"
+
+
+async def reporter(state: AgentState) -> AsyncIterator[Any]:
+    yield CustomEvent({"done": 1})
+    yield CustomEvent("half")
+    yield "reported"
+
+
+@pytest.mark.parametrize("granularity", list(ResponseGranularity))
+async def test_a_nodes_custom_events_stream_at_every_granularity(granularity: Any) -> None:
+    chunks = await collect(linear(reporter), granularity)
+    custom = [c.data for c in chunks if c.event == "custom"]
+    assert custom == [{"data": {"done": 1}}, {"data": "half"}]
+
+
+async def test_custom_events_of_parallel_nodes_stream_and_invoke_drops_them() -> None:
+    async def other(state: AgentState) -> AsyncIterator[Any]:
+        yield CustomEvent("other")
+        yield "also"
+
+    builder = StateGraph(AgentState())
+    builder.add_node("a", reporter)
+    builder.add_node("b", other)
+    builder.add_edge(START, "a")
+    builder.add_edge(START, "b")
+    app = builder.compile()
+    chunks = await collect(app)
+    custom = sorted(str(c.data) for c in chunks if c.event == "custom")
+    assert custom == sorted(str({"data": d}) for d in ({"done": 1}, "half", "other"))
+    result = await app.ainvoke(inp("hi"))
+    assert sorted(texts(result["messages"])[1:]) == ["also", "reported"]
 
 
 async def test_partial_adds_a_state_event_after_each_step() -> None:

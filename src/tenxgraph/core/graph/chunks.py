@@ -8,7 +8,7 @@ from typing import Any
 from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.graph.merge import copy_message
 from tenxgraph.core.graph.node import NodeEvent
-from tenxgraph.core.state import Message, StreamChunk, StreamEvent
+from tenxgraph.core.state import CustomEvent, Message, StreamChunk, StreamEvent
 from tenxgraph.core.state._construct import (
     _new,
     _set_dict,
@@ -75,6 +75,10 @@ class Chunks:
             return self.chunk(event.event, data=event.data)
         self.streamed.add(event.message.message_id)
         return self.chunk(event.event, data=event.data, message=copy_message(event.message))
+
+    def custom(self, event: CustomEvent) -> StreamChunk:
+        """What a node chose to stream."""
+        return self.chunk(StreamEvent.CUSTOM, data={"data": event.data})
 
     def update(self, status: str, **data: Any) -> StreamChunk:
         return self.chunk(StreamEvent.UPDATES, data={"status": status, **data})

@@ -29,7 +29,7 @@ from tenxgraph.core.graph.node import (
 )
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.run_config import RunSettings
-from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
+from tenxgraph.core.state import AgentState, CustomEvent, Message, StreamChunk, StreamEvent
 from tenxgraph.observability.observer import NodeWatch, Observer
 from tenxgraph.utils.interrupt import InterruptScope, current_scope
 
@@ -119,6 +119,9 @@ class NodeRunner:
                 elif isinstance(item, NodeEvent):
                     if want:
                         yield chunks.event(item)
+                elif isinstance(item, CustomEvent):
+                    if StreamEvent.CUSTOM in want:
+                        yield chunks.custom(item)
                 elif isinstance(item, StreamChunk):  # a subgraph's, as it is
                     if want:
                         yield item
@@ -270,6 +273,9 @@ class NodeRunner:
                     elif isinstance(item, NodeEvent):
                         if want:
                             queue.put_nowait(chunks.event(item))
+                    elif isinstance(item, CustomEvent):
+                        if StreamEvent.CUSTOM in want:
+                            queue.put_nowait(chunks.custom(item))
                     elif isinstance(item, StreamChunk):
                         if want:
                             queue.put_nowait(item)

@@ -134,9 +134,11 @@ def _problem(key: str) -> str | None:
 
 
 WANTED: dict[ResponseGranularity, frozenset[StreamEvent]] = {
-    ResponseGranularity.LOW: frozenset({StreamEvent.MESSAGE, StreamEvent.ERROR}),
+    ResponseGranularity.LOW: frozenset(
+        {StreamEvent.MESSAGE, StreamEvent.ERROR, StreamEvent.CUSTOM}
+    ),
     ResponseGranularity.PARTIAL: frozenset(
-        {StreamEvent.MESSAGE, StreamEvent.ERROR, StreamEvent.STATE}
+        {StreamEvent.MESSAGE, StreamEvent.ERROR, StreamEvent.STATE, StreamEvent.CUSTOM}
     ),
     ResponseGranularity.FULL: frozenset(StreamEvent),
 }

@@ -39,7 +39,7 @@ from tenxgraph.core.state.reducers import (
     replace_messages,
     replace_value,
 )
-from tenxgraph.core.state.stream_chunks import StreamChunk, StreamEvent
+from tenxgraph.core.state.stream_chunks import CustomEvent, StreamChunk, StreamEvent
 from tenxgraph.core.state.tool_result import ToolResult
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ __all__ = [
     "AudioBlock",
     "BaseContextManager",
     "ContentBlock",
+    "CustomEvent",
     "DataBlock",
     "DocumentBlock",
     "ErrorBlock",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
@@ -13,12 +14,25 @@ from tenxgraph.core.state.message import Message
 
 
 class StreamEvent(StrEnum):
-    """What a chunk carries: a message, a state snapshot, a progress update or an error."""
+    """What a chunk carries: a message, a state snapshot, a progress update, an error, or
+    what a node chose to stream (`CustomEvent`)."""
 
     STATE = "state"
     MESSAGE = "message"
     ERROR = "error"
     UPDATES = "updates"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class CustomEvent:
+    """Yielded by an async generator node, `data` goes out on `astream` as a chunk of its own
+    (`event="custom"`, `data={"data": data}`) at every granularity, and on a server's
+    `custom` stream mode; `ainvoke` drops it. Progress, partial results: whatever a UI of
+    yours wants to show while the node runs. `data` must be JSON (it may be sent and stored).
+    """
+
+    data: Any
 
 
 class StreamChunk(BaseModel):
@@ -40,4 +54,4 @@ class StreamChunk(BaseModel):
     namespace: tuple[str, ...] = ()
 
 
-__all__ = ["StreamChunk", "StreamEvent"]
+__all__ = ["CustomEvent", "StreamChunk", "StreamEvent"]
