@@ -21,6 +21,7 @@ from tenxgraph.core.state import (  # SummaryContextManager: on first use, below
     AudioBlock,
     BaseContextManager,
     ContentBlock,
+    CustomEvent,
     DataBlock,
     DocumentBlock,
     ErrorBlock,

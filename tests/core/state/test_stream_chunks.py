@@ -11,7 +11,7 @@ from tenxgraph.core.state import AgentState, Message, StreamChunk, StreamEvent
 
 
 def test_stream_event_values() -> None:
-    assert [e.value for e in StreamEvent] == ["state", "message", "error", "updates"]
+    assert [e.value for e in StreamEvent] == ["state", "message", "error", "updates", "custom"]
 
 
 def test_defaults() -> None:
