@@ -135,17 +135,20 @@ class Server:
     ) -> RunRecord:
         """Queue a run (on a new temporary thread when `thread_id` is None)."""
         graph_id = self.graph_id(body.assistant_id or body.agent_id or next(iter(self.graphs)))
+        graph_meta = {"graph_id": graph_id, "assistant_id": graph_id}
         if thread_id is None:
             thread_id = new_id()
-            meta = {"graph_id": graph_id, "assistant_id": graph_id, "stateless": True}
-            await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
-        elif await self.db.get_thread(thread_id, owner) is None:
-            if body.if_not_exists != "create":
-                raise not_found("thread", thread_id)
-            with contextlib.suppress(ThreadExistsError):  # taken by another: a 404 below
-                meta = {"graph_id": graph_id, "assistant_id": graph_id}
-                await self.db.create_thread(ThreadRecord(thread_id, owner, meta))
-            await self.thread(thread_id, owner)
+            thread = ThreadRecord(thread_id, owner, {**graph_meta, "stateless": True})
+            await self.db.create_thread(thread)
+        else:
+            found = await self.db.get_thread(thread_id, owner)
+            if found is None:
+                if body.if_not_exists != "create":
+                    raise not_found("thread", thread_id)
+                with contextlib.suppress(ThreadExistsError):  # taken by another: a 404 below
+                    await self.db.create_thread(ThreadRecord(thread_id, owner, dict(graph_meta)))
+                found = await self.thread(thread_id, owner)
+            thread = found
         run = RunRecord(
             run_id=new_id(),
             thread_id=thread_id,
@@ -160,9 +163,9 @@ class Server:
             stopping = await self.db.create_run(run)
         except ThreadBusyError as exc:
             raise HTTPError(409, str(exc)) from None
-        await self.db.update_thread(  # the graph whose state the thread now holds
-            thread_id, owner, metadata={"graph_id": graph_id, "assistant_id": graph_id}
-        )
+        if any(thread.metadata.get(key) != value for key, value in graph_meta.items()):
+            # the graph whose state the thread now holds
+            await self.db.update_thread(thread_id, owner, metadata=graph_meta)
         if stopping:
             await self.cancel(stopping, body.multitask_strategy)
         await self.bus.publish(QUEUE)

@@ -94,6 +94,8 @@ class EventWriter:
                     await self._db.add_events_many(batch)
                 except Exception as exc:  # their runs go on; each run's close() reports it
                     self._failed.update(dict.fromkeys(runs, exc))
+                    for run_id in runs:  # a gap in memory: their followers read the database
+                        self._live.pop(run_id, None)
                     continue
                 for run_id, event in batch:
                     live = self._live.get(run_id)

@@ -153,7 +153,7 @@ class Worker:
                 if rollback:  # the run is forgotten (the steps it saved stay: append-only)
                     await self.db.delete_run(run.run_id, run.owner)
             if run.temporary and graph is not None:
-                await _forget_thread(self.db, graph, run.thread_id)
+                await forget_thread(self.db, graph, run.thread_id)
 
     async def _run_graph(
         self, run: RunRecord, graph: CompiledGraph[Any], log: EventLog
@@ -192,11 +192,12 @@ class Worker:
         return graph_input(run), False
 
 
-async def _forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) -> None:
+async def forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) -> None:
+    """Delete a stateless run's thread (its record and its state), once nobody needs it."""
     with contextlib.suppress(Exception):
         await db.delete_thread(thread_id, None)
         if graph.checkpointer is not None:
             await graph.checkpointer.adelete_thread(thread_id)
 
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "forget_thread"]

@@ -4,7 +4,6 @@ temporary one (stateless); list, get, join, join the stream, cancel, delete."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, NamedTuple
 
@@ -15,11 +14,12 @@ from starlette.routing import Route
 
 from tenxgraph.serve import schemas
 from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
-from tenxgraph.serve.records import ACTIVE, RunRecord, run_json
+from tenxgraph.serve.records import ACTIVE, FINISHED, RunRecord, run_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError
 from tenxgraph.serve.wire_in import input_from_wire
+from tenxgraph.serve.worker import forget_thread
 
 SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
 
@@ -71,7 +71,8 @@ async def create_wait(request: Request) -> Response:
         cancel = (body.on_disconnect or "cancel") == "cancel"
         server.detach(_after_disconnect(server, run, cancel, forget))
         return Response(status_code=499)
-    ended = await server.db.get_run(run.run_id, None) or run
+    if body.agent_protocol:  # its answer shows the run as it ended
+        ended = await server.db.get_run(run.run_id, None) or run
     if forget:
         await _forget(server, run)
     if body.agent_protocol:
@@ -143,11 +144,7 @@ async def _after_disconnect(server: Server, run: RunRecord, cancel: bool, forget
 
 
 async def _forget(server: Server, run: RunRecord) -> None:
-    graph = server.graphs[run.assistant_id]
-    with contextlib.suppress(Exception):
-        await server.db.delete_thread(run.thread_id, None)
-        if graph.checkpointer is not None:
-            await graph.checkpointer.adelete_thread(run.thread_id)
+    await forget_thread(server.db, server.graphs[run.assistant_id], run.thread_id)
 
 
 async def list_runs(request: Request) -> Response:
@@ -155,10 +152,10 @@ async def list_runs(request: Request) -> Response:
     owner = await server.owner(request)
     thread = await server.thread(request.path_params["thread_id"], owner)
     status = request.query_params.get("status")
-    if status not in (None, "pending", "running", "success", "error", "interrupted", "timeout"):
+    if status is not None and status not in ACTIVE + FINISHED:
         raise HTTPError(422, f"unknown run status {status!r}")
     runs = await server.db.list_runs(
-        thread.thread_id, owner, status=status,  # type: ignore[arg-type]
+        thread.thread_id, owner, status=status,
         limit=query_int(request, "limit", 10, 1, 1000),
         offset=query_int(request, "offset", 0, 0, 1 << 62),
     )  # fmt: skip
