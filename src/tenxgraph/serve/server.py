@@ -190,15 +190,20 @@ class Server:
     ) -> AsyncIterator[RunEvent]:
         return follow(self.db, self.bus, run.run_id, after, modes, self.writer)
 
-    async def result(self, run: RunRecord) -> dict[str, Any]:
-        """Wait for the run to end; then the thread's values (`__error__` when the run
-        failed; a stateless run's thread may be gone: its interrupt, if any)."""
+    async def ended(self, run: RunRecord) -> RunRecord | None:
+        """Wait for the run to end: its record then (None if it is gone)."""
         seen = await self.db.last_seq(run.run_id)
         current = await self.db.get_run(run.run_id, None)
         if current is not None and current.status in ACTIVE:
             async for _ in self.events(run, seen, ()):
                 pass
             current = await self.db.get_run(run.run_id, None)
+        return current
+
+    async def result(self, run: RunRecord) -> dict[str, Any]:
+        """Wait for the run to end; then the thread's values (`__error__` when the run
+        failed; a stateless run's thread may be gone: its interrupt, if any)."""
+        current = await self.ended(run)
         if current is None:
             return {}
         if current.result and "__error__" in current.result:

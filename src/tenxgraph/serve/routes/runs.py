@@ -139,7 +139,7 @@ async def _after_disconnect(server: Server, run: RunRecord, cancel: bool, forget
     if cancel:
         await server.cancel([run.run_id], "interrupt")
     if forget:
-        await server.result(run)
+        await server.ended(run)
         await _forget(server, run)
 
 
@@ -226,7 +226,7 @@ async def cancel_run(request: Request) -> Response:
     if run.status in ACTIVE:
         await server.cancel([run.run_id], action)
     if request.query_params.get("wait", "").lower() in ("1", "true"):
-        await server.result(run)
+        await server.ended(run)
     return Response(status_code=202 if "thread_id" in request.path_params else 204)
 
 

@@ -14,7 +14,7 @@ from tenxgraph.core.graph.compiled_graph import CompiledGraph
 from tenxgraph.core.state import AgentState
 from tenxgraph.serve import schemas
 from tenxgraph.serve.db.base import ThreadExistsError
-from tenxgraph.serve.http import HTTPError, answer, query_int, read_body
+from tenxgraph.serve.http import HTTPError, answer, not_found, query_int, read_body
 from tenxgraph.serve.records import ThreadRecord, ThreadStatus, iso, new_id, thread_json
 from tenxgraph.serve.runs import interrupts_of
 from tenxgraph.serve.server import Server
@@ -101,7 +101,7 @@ async def patch_thread(request: Request) -> Response:
     thread_id = request.path_params["thread_id"]
     thread = await server.db.update_thread(thread_id, owner, metadata=body.metadata)
     if thread is None:
-        raise HTTPError(404, f"thread {thread_id!r} not found")
+        raise not_found("thread", thread_id)
     return answer(thread_json(thread))
 
 
@@ -113,7 +113,7 @@ async def delete_thread(request: Request) -> Response:
     if active:  # stopped, and ended, before the state goes: nothing writes it back after
         await server.cancel([r.run_id for r in active], "interrupt")
         for run in active:
-            await server.result(run)
+            await server.ended(run)
     graph = server.graph_of(thread)
     await server.db.delete_thread(thread.thread_id, thread.owner)
     if graph.checkpointer is not None:
