@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tenxgraph.serve.streaming import STREAM_MODES
+from tenxgraph.serve.wire_in import input_from_wire
 
 Limit = Field(default=10, ge=1, le=1000)
 Offset = Field(default=0, ge=0)
@@ -151,6 +152,13 @@ class RunCreate(Body):
     def agent_protocol(self) -> bool:
         """Whether the client speaks the Agent Protocol (it names no `assistant_id`)."""
         return self.assistant_id is None
+
+    def check_input(self) -> None:
+        """Read the run's input and command update as the worker will, so a bad one is
+        refused now (`WireError`), not found by the worker."""
+        input_from_wire(self.input)
+        if self.command is not None and self.command.update is not None:
+            input_from_wire(self.command.update)
 
     def stored(self) -> dict[str, Any]:
         """What the run keeps of the request (its `kwargs`)."""

@@ -31,7 +31,6 @@ from tenxgraph.serve.routes.threads import read_state, state_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END, POLL_SECONDS, wanted
 from tenxgraph.serve.wire import WireError
-from tenxgraph.serve.wire_in import input_from_wire
 
 #: what runs started with `run.start` record: every channel the stream can send
 PROTOCOL_MODES = ["values", "updates", "messages-tuple", "custom"]
@@ -94,9 +93,7 @@ async def _start(server: Server, owner: str, thread_id: str, command: Any) -> st
         body["input"] = params.get("input")
     try:
         run_body = schemas.RunCreate.model_validate(body)
-        input_from_wire(run_body.input)
-        if run_body.command is not None and run_body.command.update is not None:
-            input_from_wire(run_body.command.update)
+        run_body.check_input()
     except (ValueError, WireError) as exc:
         raise HTTPError(422, f"invalid command params: {exc}") from None
     run = await server.create_run(owner, thread_id, run_body)

@@ -18,7 +18,6 @@ from tenxgraph.serve.records import ACTIVE, FINISHED, RunRecord, run_json
 from tenxgraph.serve.server import Server
 from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError
-from tenxgraph.serve.wire_in import input_from_wire
 from tenxgraph.serve.worker import forget_thread
 
 SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
@@ -40,10 +39,8 @@ async def _create(request: Request) -> _Created:
     server = _server(request)
     owner = await server.owner(request)
     body = await read_body(request, schemas.RunCreate, server.body_limit)
-    try:  # a bad input is refused now, not found by the worker
-        input_from_wire(body.input)
-        if body.command is not None and body.command.update is not None:
-            input_from_wire(body.command.update)
+    try:
+        body.check_input()
     except WireError as exc:
         raise HTTPError(422, str(exc)) from None
     # the thread is in the path, or (the Agent Protocol) in the body, or none: stateless
