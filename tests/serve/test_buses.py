@@ -5,6 +5,7 @@ as two workers would have), and a bus whose connection was cut reconnects and wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -60,6 +61,19 @@ async def test_a_publish_wakes_a_waiter_on_another_bus(two_buses: tuple[Bus, Bus
     with first.watch(other) as back:  # and the other way round
         await second.publish(other)
         await asyncio.wait_for(back.wait(), WAIT)
+
+
+async def test_many_topics_published_at_once_wake_their_waiters_on_another_bus(
+    two_buses: tuple[Bus, Bus],
+) -> None:
+    """A worker's event writer names every run it wrote for in one publish: 400 run topics
+    are over 16,000 characters, more than one NOTIFY carries, so they go in several."""
+    first, second = two_buses
+    topics = [run_topic(f"run-{i:04d}-{'x' * 30}") for i in range(400)]
+    with contextlib.ExitStack() as stack:
+        woken = [stack.enter_context(second.watch(topic)) for topic in topics]
+        await first.publish_many(topics)
+        await asyncio.wait_for(asyncio.gather(*(w.wait() for w in woken)), WAIT)
 
 
 async def _cut(bus: Any) -> None:

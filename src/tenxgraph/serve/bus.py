@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Iterable, Iterator
 
 QUEUE = "queue"
@@ -68,27 +69,46 @@ class Bus:
                     del self._waiting[topic]
 
 
-def payloads(sender: str, topics: list[str], size: int = 7000) -> Iterator[str]:
-    """`sender:topic topic ...` messages of at most about `size` characters (a NOTIFY
-    payload must stay under 8000 bytes); topics never contain spaces."""
-    chunk: list[str] = []
-    length = 0
-    for topic in topics:
-        if chunk and length + len(topic) > size:
-            yield f"{sender}:{' '.join(chunk)}"
-            chunk, length = [], 0
-        chunk.append(topic)
-        length += len(topic) + 1
-    if chunk:
-        yield f"{sender}:{' '.join(chunk)}"
+class SharedBus(Bus):
+    """A bus whose wake-ups also cross processes over `channel` (`PgBus`, `RedisBus`): its
+    own messages come back to it, so they carry a name of its own and are skipped; one
+    task listens (`_task`), and tests watch `connections` and `listening`."""
 
+    def __init__(self, channel: str) -> None:
+        super().__init__()
+        self.channel = channel
+        self._me = uuid.uuid4().hex[:12]
+        self._task: asyncio.Task[None] | None = None
+        self.connections = 0  # listening connections (or subscriptions) opened so far
+        self.listening = asyncio.Event()  # set while one is up
 
-def received(bus: Bus, me: str, payload: str) -> None:
-    """Wake the topics of another worker's message (`payloads`); ignore this worker's own."""
-    sender, _, topics = payload.partition(":")
-    if sender != me:
-        for topic in topics.split(" "):
-            bus.wake(topic)
+    async def _stop_listening(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _payloads(self, topics: list[str], size: int = 7000) -> Iterator[str]:
+        """`sender:topic topic ...` messages of at most about `size` characters (a NOTIFY
+        payload must stay under 8000 bytes); topics never contain spaces."""
+        chunk: list[str] = []
+        length = 0
+        for topic in topics:
+            if chunk and length + len(topic) > size:
+                yield f"{self._me}:{' '.join(chunk)}"
+                chunk, length = [], 0
+            chunk.append(topic)
+            length += len(topic) + 1
+        if chunk:
+            yield f"{self._me}:{' '.join(chunk)}"
+
+    def _wake_from(self, payload: str) -> None:
+        """Wake the topics of another process's message (`_payloads`); skip our own."""
+        sender, _, topics = payload.partition(":")
+        if sender != self._me:
+            for topic in topics.split(" "):
+                self.wake(topic)
 
 
 async def wait_for(event: asyncio.Event, seconds: float) -> None:
@@ -98,4 +118,4 @@ async def wait_for(event: asyncio.Event, seconds: float) -> None:
     event.clear()
 
 
-__all__ = ["CANCEL", "QUEUE", "Bus", "payloads", "received", "run_topic", "wait_for"]
+__all__ = ["CANCEL", "QUEUE", "Bus", "SharedBus", "run_topic", "wait_for"]

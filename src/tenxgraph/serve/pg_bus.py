@@ -10,31 +10,25 @@ while it was away are lost, and a waiter woken for nothing just reads the databa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import uuid
 from typing import Any
 
-from tenxgraph.serve.bus import Bus, payloads, received
+from tenxgraph.serve.bus import SharedBus
 from tenxgraph.storage.checkpointer._pg_pools import dsn_pools, is_transient, load_asyncpg
 
 logger = logging.getLogger("tenxgraph.serve")
 _BACKOFF_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between reconnection attempts
 
 
-class PgBus(Bus):
+class PgBus(SharedBus):
     """Wake-ups carried by PostgreSQL (`dsn`) on `channel` between every process using it."""
 
     def __init__(self, dsn: str, *, channel: str = "tx_serve") -> None:
-        super().__init__()
-        self.dsn, self.channel = dsn, channel
-        self._me = uuid.uuid4().hex[:12]  # our own notifications come back: skip them
+        super().__init__(channel)
+        self.dsn = dsn
         self._pools = dsn_pools(dsn, 1, 4, "PgBus")
         self._listener: Any = None  # asyncpg.Connection
-        self._task: asyncio.Task[None] | None = None
         self._lost = asyncio.Event()
-        self.connections = 0  # listening connections opened so far (tests watch it)
-        self.listening = asyncio.Event()  # set while a listening connection is up
 
     def __repr__(self) -> str:
         return f"PgBus(channel={self.channel!r})"
@@ -46,11 +40,7 @@ class PgBus(Bus):
         self._task = asyncio.create_task(self._supervise(), name="tenxgraph-pg-bus")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._stop_listening()
         await self._drop()
         await self._pools.aclose()
 
@@ -58,7 +48,7 @@ class PgBus(Bus):
         async def notify() -> None:
             pool = await self._pools.get()
             async with self._pools.connection(pool) as conn:
-                for payload in payloads(self._me, topics):
+                for payload in self._payloads(topics):
                     await conn.execute("SELECT pg_notify($1, $2)", self.channel, payload)
 
         try:
@@ -80,7 +70,7 @@ class PgBus(Bus):
         self.listening.set()
 
     def _received(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        received(self, self._me, payload)
+        self._wake_from(payload)
 
     async def _supervise(self) -> None:
         """Wait for the connection to drop; then reconnect and wake everyone."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from typing import Any
 
-from tenxgraph.serve.bus import Bus, payloads, received
+from tenxgraph.serve.bus import SharedBus
 
 logger = logging.getLogger("tenxgraph.serve")
 _BACKOFF_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits between reconnection attempts
@@ -30,17 +29,13 @@ def _load_redis() -> Any:
     return redis
 
 
-class RedisBus(Bus):
+class RedisBus(SharedBus):
     """Wake-ups carried by the Redis server at `url` on `channel`."""
 
     def __init__(self, url: str, *, channel: str = "tx_serve") -> None:
-        super().__init__()
-        self.url, self.channel = url, channel
-        self._me = uuid.uuid4().hex[:12]  # our own messages come back: skip them
+        super().__init__(channel)
+        self.url = url
         self._client: Any = None  # redis.asyncio.Redis
-        self._task: asyncio.Task[None] | None = None
-        self.connections = 0  # subscriptions made so far (tests watch it)
-        self.listening = asyncio.Event()  # set while subscribed
 
     def __repr__(self) -> str:
         return f"RedisBus(channel={self.channel!r})"
@@ -53,11 +48,7 @@ class RedisBus(Bus):
         self._task = asyncio.create_task(self._read(pubsub), name="tenxgraph-redis-bus")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._stop_listening()
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
@@ -67,7 +58,7 @@ class RedisBus(Bus):
         if self._client is None:
             return
         try:
-            for payload in payloads(self._me, topics):
+            for payload in self._payloads(topics):
                 await self._client.publish(self.channel, payload)
         except Exception as exc:  # a lost wake-up costs a poll interval, never an event
             if not isinstance(exc, _load_redis().RedisError | OSError):
@@ -113,7 +104,7 @@ class RedisBus(Bus):
             return
         data = message.get("data")
         text = data.decode() if isinstance(data, bytes) else str(data)
-        received(self, self._me, text)
+        self._wake_from(text)
 
 
 __all__ = ["RedisBus"]
