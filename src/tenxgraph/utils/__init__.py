@@ -1,6 +1,13 @@
-"""Public helpers: constants, enums, `Command`, `Send` and the `@tool` decorator."""
+"""Public helpers: constants, enums, `Command`, `Send` and the `@tool` decorator.
 
-from tenxgraph.utils.command import Command
+`Command`, `Send` and `tool` are imported on first use: the state models need only the
+constants."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenxgraph._lazy import lazy_getattr
 from tenxgraph.utils.constants import (
     DEFAULT_ANONYMOUS_USER_ID,
     DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
@@ -13,9 +20,28 @@ from tenxgraph.utils.constants import (
     ExecutionState,
     ResponseGranularity,
 )
-from tenxgraph.utils.decorators import tool
+
+# eager: the function `interrupt` shares its name with its module, which would hide it once
+# the module is imported by something else
 from tenxgraph.utils.interrupt import GraphInterrupt, Interrupt, interrupt, pending_interrupt
-from tenxgraph.utils.send import Send
+
+if TYPE_CHECKING:
+    from tenxgraph.utils.command import Command
+    from tenxgraph.utils.decorators import tool
+    from tenxgraph.utils.send import Send
+
+_LAZY = {
+    "Command": "tenxgraph.utils.command",
+    "tool": "tenxgraph.utils.decorators",
+    "Send": "tenxgraph.utils.send",
+}
+
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "DEFAULT_ANONYMOUS_USER_ID",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -119,6 +118,8 @@ def _json_text(value: Any) -> str:
         return value
     if isinstance(value, BaseModel):
         return value.model_dump_json()
+    import json  # on first use: a plain text answer never needs it
+
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):

@@ -121,6 +121,8 @@ def _seal_model(model: BaseModel) -> BaseModel:
     fields = model.__dict__
     if type(fields) is FrozenDict:
         return model
+    if not _untracking_ready:
+        _set_up_untracking()
     frozen = FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()})
     _set_dict(model, frozen)
     _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
@@ -166,9 +168,23 @@ def _gc_untracker() -> Callable[[object], None] | None:
     return untrack
 
 
-_untrack = _gc_untracker() or (lambda value: None)
-_untrack(_EMPTY_LIST)
-_untrack(_EMPTY_DICT)
+def _ignore(value: object) -> None:
+    """Where the collector cannot be told (not CPython), nothing is untracked."""
+
+
+#: stops the collector tracking an object: set up by the first seal
+_untrack: Callable[[object], None] = _ignore
+_untracking_ready = False
+
+
+def _set_up_untracking() -> None:
+    """Before the first seal: the C API's untrack call (ctypes is imported only then) and
+    the shared empty containers untracked."""
+    global _untrack, _untracking_ready
+    _untrack = _gc_untracker() or _ignore
+    _untrack(_EMPTY_LIST)
+    _untrack(_EMPTY_DICT)
+    _untracking_ready = True
 
 
 def _untracked(container: FrozenList | FrozenDict) -> bool:

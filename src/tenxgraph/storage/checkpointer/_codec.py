@@ -89,6 +89,21 @@ def _header_text(state: AgentState, thread_id: str | None, names: tuple[str, ...
     return rest[:-1] + ',"execution_meta":' + meta + "}"
 
 
+def stored_text(thread_id: str, field: str, raw: object) -> str:
+    """A stored JSON column as text; anything else (NULL, a number, bad UTF-8) is corrupt."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bytes | bytearray | memoryview):
+        try:
+            return bytes(raw).decode()
+        except UnicodeDecodeError:
+            pass
+    raise SerializationError(
+        f"Thread {thread_id!r}: stored {field} is not JSON text",
+        context={"thread_id": thread_id, "field": field},
+    )
+
+
 def encode_message(message: Message) -> str:
     """One message row. (What it holds was checked by the save: `check_messages`.)"""
     try:

@@ -25,6 +25,7 @@ from tenxgraph.core.exceptions import (
     StorageError,
     TransientStorageError,
 )
+from tenxgraph.storage.checkpointer._codec import stored_text
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
@@ -70,21 +71,6 @@ def schema_too_new_error(where: str, found: int) -> SchemaVersionError:
         f"versions up to {SCHEMA_VERSION}: it was written by a newer tenxgraph. Upgrade "
         "tenxgraph (pip install -U tenxgraph) to use it.",
         context={"found": found, "supported": SCHEMA_VERSION},
-    )
-
-
-def stored_text(thread_id: str, field: str, raw: object) -> str:
-    """A stored JSON column as text; anything else (NULL, a number, bad UTF-8) is corrupt."""
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, bytes | bytearray | memoryview):
-        try:
-            return bytes(raw).decode()
-        except UnicodeDecodeError:
-            pass
-    raise SerializationError(
-        f"Thread {thread_id!r}: stored {field} is not JSON text",
-        context={"thread_id": thread_id, "field": field},
     )
 
 

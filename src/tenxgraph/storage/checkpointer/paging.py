@@ -15,8 +15,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
-from tenxgraph.storage.checkpointer._codec import decode_messages
-from tenxgraph.storage.checkpointer._sql import stored_text
+from tenxgraph.storage.checkpointer._codec import decode_messages, stored_text
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
