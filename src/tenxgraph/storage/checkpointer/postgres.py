@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from tenxgraph.core.exceptions import TransientStorageError
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._codec import stored_text
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._listing import (
     DEFAULT_PAGE_SIZE,
@@ -50,7 +51,6 @@ from tenxgraph.storage.checkpointer._sql import (
     rewritten_version_error,
     schema_too_new_error,
     stale_error,
-    stored_text,
 )
 from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,

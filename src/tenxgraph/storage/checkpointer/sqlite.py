@@ -21,6 +21,7 @@ from typing import Any
 import aiosqlite
 
 from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer._codec import stored_text
 from tenxgraph.storage.checkpointer._express import PriorityGate
 from tenxgraph.storage.checkpointer._listing import (
     DEFAULT_PAGE_SIZE,
@@ -40,7 +41,6 @@ from tenxgraph.storage.checkpointer._sql import (
     schema_too_new_error,
     sqlite_error,
     stale_error,
-    stored_text,
 )
 from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
