@@ -205,3 +205,17 @@ async def test_provider_file_ids_outlive_the_sqlite_store_instance(tmp_path: Pat
     second = SqliteMediaStore(tmp_path / "m.db")
     assert await second.aprovider_file("anthropic", "", "c" * 64) == ProviderFile("file_x")
     await second.aclose()
+
+
+async def test_sweepable_names_what_gc_would_delete_and_deletes_nothing(
+    media: MediaStore, clock: list[float]
+) -> None:
+    old = await media.aput(b"old, never used", "text/plain")
+    kept = str((await media.aput(b"old, owned", "text/plain")).sha256)
+    await media.aadd_owners("t", [kept])
+    clock[0] += 100
+    await media.aput(b"just put", "text/plain")
+    swept = await media.asweepable(older_than=50)
+    assert [(i.sha256, i.size_bytes) for i in swept] == [(old.sha256, 15)]
+    assert len(await media.alist()) == 3
+    assert await media.agc(older_than=50) == [i.sha256 for i in swept]

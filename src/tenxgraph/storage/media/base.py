@@ -187,6 +187,16 @@ class MediaStore(ABC):
     async def alist(self) -> list[StoredMedia]:
         """Every blob's info, by sha256."""
 
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        """The blobs `agc(older_than=...)` would delete now (by sha256), deleting nothing: the
+        SQL stores ask in one query, the others look at every blob."""
+        cutoff = self._cutoff(older_than)
+        return [
+            info
+            for info in await self.alist()
+            if info.created_at <= cutoff and not await self.aowners(info.sha256)
+        ]
+
     @staticmethod
     def _cutoff(older_than: float) -> float:
         """The creation time at or before which `agc(older_than=...)` sweeps."""

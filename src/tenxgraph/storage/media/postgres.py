@@ -144,6 +144,15 @@ class PostgresMediaStore(PgTables, MediaStore):
         rows = await self._run(lambda conn: conn.fetch(query))
         return [_info(row) for row in rows]
 
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        query = (
+            f"{self._info_query()} b WHERE b.created_at <= $1 AND {self._unowned()} "
+            "ORDER BY b.sha256"
+        )
+        cutoff = self._cutoff(older_than)
+        rows = await self._run(lambda conn: conn.fetch(query, cutoff))
+        return [_info(row) for row in rows]
+
     # -- provider file ids -------------------------------------------------------------------
 
     async def aprovider_file(

@@ -103,6 +103,15 @@ class SqliteMediaStore(SqliteFile, MediaStore):
         rows = await self._run(lambda conn: conn.execute(f"{_INFO} ORDER BY sha256").fetchall())
         return [_info(row) for row in rows]
 
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        query = (
+            f"{_INFO} WHERE created_at <= ? AND NOT EXISTS "
+            f"(SELECT 1 FROM {OWNERS} o WHERE o.sha256 = {BLOBS}.sha256) ORDER BY sha256"
+        )
+        cutoff = self._cutoff(older_than)
+        rows = await self._run(lambda conn: conn.execute(query, (cutoff,)).fetchall())
+        return [_info(row) for row in rows]
+
     # -- provider file ids -------------------------------------------------------------------
 
     async def aprovider_file(
