@@ -60,6 +60,7 @@ class Uploads:
         self.fail = fail
         self.count = 0
         self.sent: list[httpx.Request] = []
+        self.started: list[httpx.Request] = []  # Gemini: the requests starting an upload
         if name == "gemini":  # a resumable upload: start, then the bytes
             mock.post(url__startswith=GEMINI_UPLOAD).mock(side_effect=self._gemini)
         else:
@@ -87,6 +88,7 @@ class Uploads:
 
     def _gemini(self, request: httpx.Request) -> httpx.Response:
         if "upload_id" not in str(request.url):
+            self.started.append(request)
             start = {"x-goog-upload-url": f"{GEMINI_UPLOAD}?upload_id=u{len(self.sent)}"}
             return httpx.Response(200, headers=start, json={})
         self.sent.append(request)
@@ -178,6 +180,8 @@ async def test_a_stored_document_is_uploaded_once_across_two_turns(name: str) ->
         assert upload.headers["x-api-key"] == SECRET
         assert "files-api" in upload.headers["anthropic-beta"]
         assert "files-api" in chat.calls.last.request.headers["anthropic-beta"]
+    else:
+        assert uploads.started[0].headers["x-goog-api-key"] == SECRET
     assert chat.call_count == 2
     for call in chat.calls:  # both turns name the file; neither holds its bytes
         parts = first_user_parts(name, call.request)
@@ -293,7 +297,9 @@ async def test_a_404_for_the_model_name_uploads_nothing_again() -> None:
     assert (uploads.count, chat.call_count) == (1, 1)
 
 
-@pytest.mark.parametrize(("name", "status"), [("openai", 401), ("anthropic", 500), ("gemini", 429)])
+@pytest.mark.parametrize(
+    ("name", "status"), [("openai", 401), ("openai", 503), ("anthropic", 500), ("gemini", 429)]
+)
 async def test_a_failed_upload_stops_the_call_before_the_chat_request(
     name: str, status: int
 ) -> None:
@@ -306,7 +312,7 @@ async def test_a_failed_upload_stops_the_call_before_the_chat_request(
             await app.ainvoke({"messages": [await stored_document(app.media_store)]})
     error = raised.value
     assert chat.call_count == 0
-    assert uploads.sent  # it was tried, with the Agent's key
+    assert len(uploads.sent) == 1  # tried once, not retried
     assert error.error_code == "MODEL_UPLOAD_001"
     assert error.status_code == status
     assert error.context["mime_type"] == "application/pdf"
@@ -389,3 +395,109 @@ async def test_a_model_without_a_provider_gets_the_bytes_inline() -> None:
     await app.ainvoke({"messages": [Message.multimodal_message([ImageBlock(media=ref)])]})
     assert seen[0].kind == "data"
     assert base64.b64decode(seen[0].data_base64 or "") == PNG
+
+
+async def test_a_fallback_on_another_provider_gets_its_own_upload() -> None:
+    """Claude is uploaded to and then fails (503); the Gemini fallback gets the bytes
+    uploaded to Gemini, with its own key, and names them by Gemini's id."""
+    anthropic, gemini = PROVIDERS["anthropic"], PROVIDERS["gemini"]
+    agent = Agent(
+        anthropic.model,
+        **anthropic.call_settings(),
+        fallback_models=[(gemini.model, {"api_key": "gemini-key-0123456789"})],
+        retry_config=False,
+        multimodal_config=BY_FILE_ID,
+    )
+    graph = StateGraph()
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    app = graph.compile()
+    busy = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        claude_files = Uploads("anthropic", mock)
+        gemini_files = Uploads("gemini", mock)
+        claude = anthropic.route(mock).mock(return_value=httpx.Response(503, json=busy))
+        chat = gemini.route(mock).mock(return_value=httpx.Response(200, json=answer(gemini)))
+        await app.ainvoke({"messages": [await stored_document(app.media_store)]})
+    assert (claude_files.count, claude.call_count) == (1, 1)
+    assert claude_files.file_id(1) in claude.calls.last.request.content.decode()
+    assert gemini_files.count == 1
+    assert gemini_files.started[0].headers["x-goog-api-key"] == "gemini-key-0123456789"
+    parts = first_user_parts("gemini", chat.calls.last.request)
+    assert parts[1] == by_id("gemini", gemini_files.file_id(1), "application/pdf")
+
+
+async def test_a_failed_upload_is_not_passed_to_the_fallback_models() -> None:
+    anthropic, gemini = PROVIDERS["anthropic"], PROVIDERS["gemini"]
+    agent = Agent(
+        anthropic.model,
+        **anthropic.call_settings(),
+        fallback_models=[(gemini.model, {"api_key": "gemini-key-0123456789"})],
+        multimodal_config=BY_FILE_ID,
+    )
+    graph = StateGraph()
+    graph.add_node("agent", agent)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    app = graph.compile()
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        refused = Uploads("anthropic", mock, fail=500)
+        gemini_files = Uploads("gemini", mock)
+        chats = [
+            p.route(mock).mock(return_value=httpx.Response(200, json={}))
+            for p in (anthropic, gemini)
+        ]
+        with pytest.raises(MediaUploadError):
+            await app.ainvoke({"messages": [await stored_document(app.media_store)]})
+    assert len(refused.sent) == 1  # not retried
+    assert gemini_files.sent == []
+    assert [c.call_count for c in chats] == [0, 0]
+
+
+async def test_media_beside_a_tool_result_is_sent_inline() -> None:
+    """Gemini takes no file id in a function response: an image in a tool message stays
+    inline (uploading it would make the request fail)."""
+    from tenxgraph.core.state import ToolCallBlock, ToolResultBlock
+
+    provider = PROVIDERS["gemini"]
+    app = app_for(provider)
+    image = ImageBlock(
+        media=MediaRef(
+            kind="data", data_base64=base64.b64encode(PNG).decode(), mime_type="image/png"
+        )
+    )
+    call = Message(role="assistant", content=[ToolCallBlock(id="c1", name="shot", args={})])
+    result = ToolResultBlock(call_id="c1", output="the page", status="completed")
+    history = [
+        Message.text_message("What does the page show?"),
+        call,
+        Message.tool_message([result, image], meta={"tool_call_id": "c1"}),
+    ]
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        uploads = Uploads("gemini", mock)
+        chat = provider.route(mock).mock(return_value=httpx.Response(200, json=answer(provider)))
+        await app.ainvoke({"messages": history})
+    assert uploads.count == 0
+    parts = json.loads(chat.calls.last.request.content)["contents"][2]["parts"]
+    assert {"inline_data": {"mime_type": "image/png", "data": image.media.data_base64}} in parts
+
+
+async def test_without_a_media_store_the_agent_remembers_the_ids() -> None:
+    provider = PROVIDERS["anthropic"]
+    app = app_for(provider, media_store=False)
+    assert app.media_store is None
+    image = Message.image_message(
+        image_base64=base64.b64encode(PNG).decode(), mime_type="image/png", text="What is it?"
+    )
+    turn = {"thread_id": "no-store"}
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        uploads = Uploads("anthropic", mock)
+        chat = provider.route(mock).mock(return_value=httpx.Response(200, json=answer(provider)))
+        await app.ainvoke({"messages": [image]}, turn)
+        await app.ainvoke({"messages": [Message.text_message("And now?")]}, turn)
+    assert uploads.count == 1
+    for call in chat.calls:
+        assert by_id("anthropic", uploads.file_id(1), "image/png") in (
+            first_user_parts("anthropic", call.request)
+        )

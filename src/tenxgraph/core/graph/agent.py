@@ -129,7 +129,7 @@ class Agent:
         self.output_retries = output_retries
         self.model_settings = model_settings
         self.budget = _budget(budget)  # limits on this Agent's calls
-        # how media reaches the model; stored media is always sent inline (`core.graph.media`)
+        # how media reaches the model: inline, by URL or by provider file id (`core.graph.media`)
         self.multimodal_config = check_multimodal_config(multimodal_config)
         self.reasoning_config = reasoning_config
         self.retry_config = retry_config_from(retry_config)

@@ -77,6 +77,7 @@ async def upload_file(
             file=(filename, data, mime_type),
             purpose=PURPOSES[provider],
             custom_llm_provider=provider,
+            max_retries=0,  # a failed upload fails the call at once (the SDKs would retry)
             **kwargs,
         )
         file_id = str(made.id)

@@ -5,8 +5,8 @@ conversion then sees is only inline data, URLs and provider file ids.
 
 With `uploads`, the images and documents the config sends by file id (`FILE_ID`) that are
 stored or inline are left as they are, for the step that knows the provider each call goes
-to (`tenxgraph.core.graph.provider_files`) to upload them or inline them then; media in a
-tool's answer is always inlined (a provider's tool result takes no uploaded file here)."""
+to (`tenxgraph.core.graph.provider_files`) to upload them or inline them then. Media in a
+tool message is never left so: a provider's tool result takes no uploaded file here."""
 
 from __future__ import annotations
 
