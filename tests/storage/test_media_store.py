@@ -19,6 +19,7 @@ from tenxgraph.storage.media import (
     stored_sha256,
 )
 from tenxgraph.storage.media import base as media_base
+from tenxgraph.storage.media.base import ProviderFile
 from tests.storage.conftest import drop_schema, fresh_schema, pg_dsn
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -170,3 +171,51 @@ async def test_a_new_instance_on_the_same_storage_reads_what_another_wrote(
         assert await second.aget(str(ref.sha256)) == PNG
         assert await second.aowners(str(ref.sha256)) == {"t"}
         await second.aclose()
+
+
+async def test_provider_file_ids_are_kept_per_provider_base_and_content(
+    media: MediaStore,
+) -> None:
+    sha = "a" * 64
+    assert await media.aprovider_file("openai", "", sha) is None
+    await media.aremember_provider_file("openai", "", sha, ProviderFile("file-1"))
+    await media.aremember_provider_file("gemini", "", sha, ProviderFile("g-1", 1_000.5))
+    await media.aremember_provider_file(
+        "openai", "https://proxy.example/v1", sha, ProviderFile("p")
+    )
+    assert await media.aprovider_file("openai", "", sha) == ProviderFile("file-1")
+    assert await media.aprovider_file("gemini", "", sha) == ProviderFile("g-1", 1_000.5)
+    assert await media.aprovider_file("openai", "https://proxy.example/v1", sha) == (
+        ProviderFile("p")
+    )
+    assert await media.aprovider_file("openai", "", "b" * 64) is None
+    await media.aremember_provider_file("openai", "", sha, ProviderFile("file-2"))  # replaced
+    assert await media.aprovider_file("openai", "", sha) == ProviderFile("file-2")
+    await media.aforget_provider_file("openai", "", sha)
+    assert await media.aprovider_file("openai", "", sha) is None
+    assert await media.aprovider_file("gemini", "", sha) == ProviderFile("g-1", 1_000.5)
+
+
+async def test_provider_file_ids_outlive_the_sqlite_store_instance(tmp_path: Path) -> None:
+    from tenxgraph.storage.media import SqliteMediaStore
+
+    first = SqliteMediaStore(tmp_path / "m.db")
+    await first.aremember_provider_file("anthropic", "", "c" * 64, ProviderFile("file_x"))
+    await first.aclose()
+    second = SqliteMediaStore(tmp_path / "m.db")
+    assert await second.aprovider_file("anthropic", "", "c" * 64) == ProviderFile("file_x")
+    await second.aclose()
+
+
+async def test_sweepable_names_what_gc_would_delete_and_deletes_nothing(
+    media: MediaStore, clock: list[float]
+) -> None:
+    old = await media.aput(b"old, never used", "text/plain")
+    kept = str((await media.aput(b"old, owned", "text/plain")).sha256)
+    await media.aadd_owners("t", [kept])
+    clock[0] += 100
+    await media.aput(b"just put", "text/plain")
+    swept = await media.asweepable(older_than=50)
+    assert [(i.sha256, i.size_bytes) for i in swept] == [(old.sha256, 15)]
+    assert len(await media.alist()) == 3
+    assert await media.agc(older_than=50) == [i.sha256 for i in swept]

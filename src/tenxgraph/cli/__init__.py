@@ -1,4 +1,4 @@
-"""The `tenxgraph` command: `demo`, `chat`, `run`, `graph`, `threads` and `serve`.
+"""The `tenxgraph` command: `demo`, `chat`, `run`, `graph`, `threads`, `media` and `serve`.
 
 Every failure ends as one line on stderr and an exit status scripts can rely on (see
 `tenxgraph --help`); set TENXGRAPH_DEBUG=1 to get the traceback instead. Either way, the

@@ -4,6 +4,7 @@ that command is chosen, so `tenxgraph --help` and `--version` stay instant."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from tenxgraph import __version__
 
@@ -47,6 +48,17 @@ def log_level(text: str) -> str:
             f"unknown log level {text!r}; choose one of {', '.join(LOG_LEVELS)}"
         )
     return level
+
+
+def seconds(text: str) -> float:
+    """A number of seconds >= 0 (`media gc --older-than`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds, a number >= 0, not {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--schema", default=argparse.SUPPRESS, help=SCHEMA_HELP)
     threads.set_defaults(handler="threads:command")
 
+    _media_command(commands)
+
     serve = commands.add_parser(
         "serve",
         help="serve your graphs over HTTP (the Agent Protocol; LangGraph's clients work)",
@@ -223,6 +237,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler="serve:command")
     return parser
+
+
+def _media_command(commands: Any) -> None:
+    media = commands.add_parser(
+        "media",
+        help="clean up the media store of a database",
+        description="The media store of a SQLite file (--db) or a PostgreSQL database (--dsn, "
+        "or a postgresql:// DSN as --db): images and documents kept out of the checkpoints.",
+    )
+    media.add_argument("--db", help=DB_HELP + "; a postgresql:// DSN reads PostgreSQL")
+    media.add_argument("--dsn", help=DSN_HELP)
+    media.add_argument("--schema", help=SCHEMA_HELP)
+    actions = media.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    actions.required = True
+    gc = actions.add_parser(
+        "gc",
+        help="delete the media no thread owns, older than a grace period",
+        description="Delete the media blobs no thread owns (put in the store but never saved "
+        "into a thread, e.g. by a Message.with_image that was never sent) that were stored "
+        "more than --older-than seconds ago, and print how many and how many bytes.",
+    )
+    gc.add_argument(
+        "--older-than",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="only blobs stored more than SECONDS ago (default 86400, one day: a blob about "
+        "to be saved into a thread is not swept)",
+    )
+    gc.add_argument("--dry-run", action="store_true", help="list what would go; delete nothing")
+    gc.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
+    gc.add_argument("--dsn", default=argparse.SUPPRESS, help=DSN_HELP)
+    gc.add_argument("--schema", default=argparse.SUPPRESS, help=SCHEMA_HELP)
+    media.set_defaults(handler="media:command")
 
 
 __all__ = ["EPILOG", "build_parser"]

@@ -226,6 +226,15 @@ class UnsupportedContentError(ModelRequestError):
         return self.context.get("media_kind")
 
 
+class MediaUploadError(ModelRequestError):
+    """Uploading media to a provider's Files API (`MultimodalConfig` with `FILE_ID` handling)
+    failed, before the model was asked: nothing was sent to the model. Not retried;
+    `fallback_models` are tried. `context` has `provider`, `model`, `status_code` (the upload's,
+    None when none came), `sha256`, `mime_type` and the provider's redacted `detail`."""
+
+    default_code = "MODEL_UPLOAD_001"
+
+
 class OutputValidationError(GraphError):
     """An Agent's final answer did not match its `output_schema`, also after the model was
     shown the validation errors `output_retries` times. `raw_text` is the last answer's JSON
@@ -267,6 +276,7 @@ __all__ = [
     "GraphRecursionError",
     "GraphStopRequested",
     "LeaseLostError",
+    "MediaUploadError",
     "MetricsError",
     "ModelAuthError",
     "ModelContextWindowError",

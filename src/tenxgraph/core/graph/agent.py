@@ -29,6 +29,7 @@ from tenxgraph.core.state.message_block import TextBlock
 from tenxgraph.observability.observer import current_observer
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph.provider_files import FileIds
     from tenxgraph.core.state.budget import Budget
     from tenxgraph.storage.media.config import MultimodalConfig
 
@@ -128,7 +129,7 @@ class Agent:
         self.output_retries = output_retries
         self.model_settings = model_settings
         self.budget = _budget(budget)  # limits on this Agent's calls
-        # how media reaches the model; stored media is always sent inline (`core.graph.media`)
+        # how media reaches the model: inline, by URL or by provider file id (`core.graph.media`)
         self.multimodal_config = check_multimodal_config(multimodal_config)
         self.reasoning_config = reasoning_config
         self.retry_config = retry_config_from(retry_config)
@@ -374,7 +375,10 @@ class Agent:
         model asked (its fallbacks stay); on another provider the Agent's own key and base
         URL are not sent to it."""
         request = await with_media_resolved(
-            await self.build_request(state), self.multimodal_config, self._provider_of
+            await self.build_request(state),
+            self.multimodal_config,
+            self._provider_of,
+            self._file_ids,
         )
         config = config or {}
         layers: list[dict[str, Any]] = []
@@ -441,6 +445,15 @@ class Agent:
         if function is None or isinstance(function, Mapping):
             return None
         return function(state, config)
+
+    def _file_ids(self) -> FileIds:
+        """Where this Agent remembers provider file ids when its graph has no media store."""
+        memory = self.__dict__.get("_file_id_memory")
+        if memory is None:
+            from tenxgraph.storage.media.base import ProviderFileMemory
+
+            memory = self.__dict__["_file_id_memory"] = ProviderFileMemory()
+        return memory
 
     def _provider_of(self, model: str) -> str | None:
         """The provider `model` goes to through this Agent's client, when it can tell."""

@@ -12,6 +12,7 @@ from tenxgraph.core.graph.nesting import current_run
 from tenxgraph.core.llm.request import ModelRequest
 
 if TYPE_CHECKING:
+    from tenxgraph.core.graph.provider_files import FileIds
     from tenxgraph.storage.media.config import MultimodalConfig
 
 _MEDIA_TYPES = frozenset({"image", "audio", "video", "document", "data"})
@@ -26,9 +27,12 @@ async def with_media_resolved(
     request: ModelRequest,
     config: MultimodalConfig | None,
     provider: Callable[[str], str | None] | None = None,
+    memory: Callable[[], FileIds] | None = None,
 ) -> Any:
     """`request`, its messages' media resolved; the same request when it has none.
-    `provider(model)` names the provider the request goes to, when it can be told."""
+    `provider(model)` names the provider the request goes to, when it can be told. Media the
+    config sends by provider file id is left to the request's `per_route` step
+    (`provider_files`), which remembers ids in the media store, else in `memory()`."""
     if not any(
         getattr(block, "type", None) in _MEDIA_TYPES
         for message in request.messages
@@ -41,8 +45,16 @@ async def with_media_resolved(
     media = None if run is None else run.program.media
     store = None if media is None else media.store
     fetch_urls = provider is not None and provider(request.model) in DOWNLOADING
-    messages = await resolve_media(request.messages, store, config, fetch_urls)
-    return dataclasses.replace(request, messages=messages)
+    uploads = config is not None and "file_id" in (config.image_handling, config.document_handling)
+    messages = await resolve_media(request.messages, store, config, fetch_urls, uploads)
+    step = None
+    if uploads and config is not None:
+        from tenxgraph.core.graph.provider_files import ProviderFiles
+        from tenxgraph.storage.media.base import ProviderFileMemory
+
+        ids = store if store is not None else memory() if memory else ProviderFileMemory()
+        step = ProviderFiles(store, config, ids)
+    return dataclasses.replace(request, messages=messages, per_route=step)
 
 
 def check_multimodal_config(config: Any) -> Any:

@@ -71,17 +71,23 @@ async def complete(routes: Sequence[Route], request: ModelRequest, config: Retry
         else:
             asked = _for_route(request, route, primary)
         attempt = 0
+        renewed = False
         observer = current_observer.get()
         watched = observer if observer is not None and observer.watching else None
         while True:  # a call nothing watches is only counted
             call = None if watched is None else _observed(watched, route, asked, False)
+            sent: ModelRequest | None = None
             try:
-                answer = await route.client.acomplete(asked)
+                sent = await _prepared(route, asked)
+                answer = await route.client.acomplete(sent)
             except BaseException as error:
                 if call is not None:
                     await call.failed(error)
                 if not isinstance(error, ModelError):
                     raise
+                if not renewed and await _renewed(route, sent, error):
+                    renewed = True  # an id the provider forgot: prepared again, asked again
+                    continue
                 wait = _retry_wait(error, attempt, config)
                 if wait is None:
                     _give_up(route.model, error, attempt, failures, config, route is routes[-1])
@@ -116,12 +122,15 @@ async def open_stream(
         else:
             asked = _for_route(request, route, primary)
         attempt = 0
+        renewed = False
         while True:
             pieces: AsyncIterator[Message] | None = None
+            sent: ModelRequest | None = None
             observer = current_observer.get()
             call = None if observer is None else _observed(observer, route, asked, True)
             try:
-                pieces = aiter(route.client.astream(asked))
+                sent = await _prepared(route, asked)
+                pieces = aiter(route.client.astream(sent))
                 try:
                     first = await anext(pieces)
                 except StopAsyncIteration:
@@ -133,6 +142,9 @@ async def open_stream(
                 await close(pieces)  # the provider stream, now and not by the GC
                 if call is not None:
                     await call.failed(error)
+                if not renewed and await _renewed(route, sent, error):
+                    renewed = True
+                    continue
                 wait = _retry_wait(error, attempt, config)
                 if wait is None:
                     _give_up(route.model, error, attempt, failures, config, route is routes[-1])
@@ -148,15 +160,36 @@ async def open_stream(
     raise _final(failures)
 
 
+def _provider(route: Route, model: str) -> str | None:
+    """The provider `route`'s client sends `model` to, when it can tell."""
+    find = getattr(route.client, "provider", None)
+    if not callable(find):
+        return None
+    try:
+        return str(find(model))
+    except Exception:  # a name the client cannot route: the call itself will say so
+        return None
+
+
+async def _prepared(route: Route, request: ModelRequest) -> ModelRequest:
+    """`request` as `route` is asked it: prepared by its `per_route` step, if any."""
+    if request.per_route is None:
+        return request
+    return await request.per_route.prepare(request, _provider(route, request.model))
+
+
+async def _renewed(route: Route, sent: ModelRequest | None, error: ModelError) -> bool:
+    """Whether `error` came from something the request's `per_route` step put in `sent` that
+    the provider no longer has (forgotten now: the call is worth making once more)."""
+    if sent is None or sent.per_route is None:
+        return False
+    return await sent.per_route.renew(sent, _provider(route, sent.model), error)
+
+
 def _observed(observer: Observer, route: Route, request: ModelRequest, streamed: bool) -> ModelCall:
     """The run's record of one call to `route`'s model."""
-    provider = None
-    find = getattr(route.client, "provider", None) if observer.watching else None
-    if callable(find):  # only hooks and spans tell the provider
-        try:
-            provider = find(request.model)
-        except Exception:  # a name the client cannot route: the call itself will say so
-            provider = None
+    # only hooks and spans tell the provider
+    provider = _provider(route, request.model) if observer.watching else None
     return observer.model_call(
         request.model, provider, streamed, request.settings, request.messages, _free(route)
     )

@@ -303,7 +303,7 @@ def _masked_prefix(match: re.Match[str]) -> str:
     return (match.group(1) or match.group(2)) + "***"
 
 
-def _redact(text: str, settings: dict[str, Any]) -> str:
+def redact_detail(text: str, settings: dict[str, Any]) -> str:
     """A provider's error text without the credentials given to this call or known to the
     process, nor anything shaped like a key."""
     redaction.remember_settings(settings)
@@ -319,7 +319,7 @@ def model_error(
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
         status = None
-    detail = _redact(str(getattr(exc, "message", None) or exc), settings)
+    detail = redact_detail(str(getattr(exc, "message", None) or exc), settings)
     context: dict[str, Any] = {
         "provider": provider,
         "model": model,

@@ -9,6 +9,13 @@ graph records it when it saves a message, `aadd_owners`). Deleting a thread rele
 blobs (`arelease_thread`): those no other thread owns are deleted. Bytes put but never saved
 into a thread (a `Message.with_image` never sent) have no owner; `agc(older_than=...)` sweeps
 them once they are older than a grace period (a blob about to be saved is not swept).
+
+Provider file ids: an Agent whose `MultimodalConfig` says `FILE_ID` uploads media to its
+provider's Files API once and remembers the id per (provider, api base, sha256)
+(`aprovider_file`, `aremember_provider_file`, `aforget_provider_file`). The SQL stores keep
+them in a table of their own (`tx_media_files`); the others in this process's memory. They
+are keyed by content, not by blob: deleting a blob keeps its ids (the same bytes sent again
+reuse the upload).
 """
 
 from __future__ import annotations
@@ -61,6 +68,39 @@ def check_sha256(sha256: str) -> str:
     if not isinstance(sha256, str) or _SHA256.fullmatch(sha256) is None:
         raise ValueError(f"not a sha256 (64 lowercase hex digits): {sha256!r}")
     return sha256
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderFile:
+    """A provider's id for bytes uploaded to its Files API, and when it expires (epoch
+    seconds; None: when the provider deletes it)."""
+
+    file_id: str
+    expires_at: float | None = None
+
+
+#: (provider, api base or "", sha256): how an uploaded file is remembered
+FileKey = tuple[str, str, str]
+
+
+class ProviderFileMemory:
+    """Provider file ids in this process's memory (a dict: each call is atomic on a loop)."""
+
+    def __init__(self) -> None:
+        self._files: dict[FileKey, ProviderFile] = {}
+
+    async def aprovider_file(
+        self, provider: str, api_base: str, sha256: str
+    ) -> ProviderFile | None:
+        return self._files.get((provider, api_base, sha256))
+
+    async def aremember_provider_file(
+        self, provider: str, api_base: str, sha256: str, file: ProviderFile
+    ) -> None:
+        self._files[(provider, api_base, sha256)] = file
+
+    async def aforget_provider_file(self, provider: str, api_base: str, sha256: str) -> None:
+        self._files.pop((provider, api_base, sha256), None)
 
 
 def _clock() -> float:
@@ -147,10 +187,44 @@ class MediaStore(ABC):
     async def alist(self) -> list[StoredMedia]:
         """Every blob's info, by sha256."""
 
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        """The blobs `agc(older_than=...)` would delete now (by sha256), deleting nothing: the
+        SQL stores ask in one query, the others look at every blob."""
+        cutoff = self._cutoff(older_than)
+        return [
+            info
+            for info in await self.alist()
+            if info.created_at <= cutoff and not await self.aowners(info.sha256)
+        ]
+
     @staticmethod
     def _cutoff(older_than: float) -> float:
         """The creation time at or before which `agc(older_than=...)` sweeps."""
         return _clock() - older_than
+
+    # -- provider file ids (see the module docstring); the SQL stores keep them in a table --
+
+    def _file_memory(self) -> ProviderFileMemory:
+        memory: ProviderFileMemory | None = getattr(self, "_provider_files", None)
+        if memory is None:
+            memory = self._provider_files = ProviderFileMemory()
+        return memory
+
+    async def aprovider_file(
+        self, provider: str, api_base: str, sha256: str
+    ) -> ProviderFile | None:
+        """The id `provider` (at `api_base`, "" for its default) gave these bytes, or None."""
+        return await self._file_memory().aprovider_file(provider, api_base, sha256)
+
+    async def aremember_provider_file(
+        self, provider: str, api_base: str, sha256: str, file: ProviderFile
+    ) -> None:
+        """Remember (or replace) the id `provider` gave these bytes."""
+        await self._file_memory().aremember_provider_file(provider, api_base, sha256, file)
+
+    async def aforget_provider_file(self, provider: str, api_base: str, sha256: str) -> None:
+        """Forget an id (the provider no longer knows it)."""
+        await self._file_memory().aforget_provider_file(provider, api_base, sha256)
 
     async def asetup(self) -> None:  # noqa: B027 - optional hook
         """Create tables or folders. Safe to call more than once."""
@@ -162,7 +236,10 @@ class MediaStore(ABC):
 __all__ = [
     "DEFAULT_GC_GRACE",
     "MEDIA_URL_PREFIX",
+    "FileKey",
     "MediaStore",
+    "ProviderFile",
+    "ProviderFileMemory",
     "StoredMedia",
     "check_sha256",
     "media_url",

@@ -7,6 +7,7 @@ asyncpg is imported on first use: `pip install 'tenxgraph[postgres]'`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -19,8 +20,8 @@ from tenxgraph.storage.checkpointer._pg_pools import (
     dsn_pools,
     load_asyncpg,
 )
-from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
-from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
+from tenxgraph.storage.media._sql import BLOBS, FILES, OWNERS, schema
+from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, ProviderFile, StoredMedia
 
 T = TypeVar("T")
 
@@ -142,6 +143,48 @@ class PostgresMediaStore(PgTables, MediaStore):
         query = f"{self._info_query()} ORDER BY sha256"
         rows = await self._run(lambda conn: conn.fetch(query))
         return [_info(row) for row in rows]
+
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        query = (
+            f"{self._info_query()} b WHERE b.created_at <= $1 AND {self._unowned()} "
+            "ORDER BY b.sha256"
+        )
+        cutoff = self._cutoff(older_than)
+        rows = await self._run(lambda conn: conn.fetch(query, cutoff))
+        return [_info(row) for row in rows]
+
+    # -- provider file ids -------------------------------------------------------------------
+
+    async def aprovider_file(
+        self, provider: str, api_base: str, sha256: str
+    ) -> ProviderFile | None:
+        query = (
+            f"SELECT file_id, expires_at FROM {self._s}.{FILES} "
+            "WHERE provider = $1 AND api_base = $2 AND sha256 = $3"
+        )
+        row = await self._run(lambda conn: conn.fetchrow(query, provider, api_base, sha256))
+        if row is None:
+            return None
+        return ProviderFile(str(row[0]), None if row[1] is None else float(row[1]))
+
+    async def aremember_provider_file(
+        self, provider: str, api_base: str, sha256: str, file: ProviderFile
+    ) -> None:
+        query = (
+            f"INSERT INTO {self._s}.{FILES} "
+            "(provider, api_base, sha256, file_id, expires_at, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (provider, api_base, sha256) DO UPDATE "
+            "SET file_id = excluded.file_id, expires_at = excluded.expires_at, "
+            "created_at = excluded.created_at"
+        )
+        args = (provider, api_base, sha256, file.file_id, file.expires_at, time.time())
+        await self._run(lambda conn: conn.execute(query, *args))
+
+    async def aforget_provider_file(self, provider: str, api_base: str, sha256: str) -> None:
+        query = (
+            f"DELETE FROM {self._s}.{FILES} WHERE provider = $1 AND api_base = $2 AND sha256 = $3"
+        )
+        await self._run(lambda conn: conn.execute(query, provider, api_base, sha256))
 
 
 def _info(row: Any) -> StoredMedia:

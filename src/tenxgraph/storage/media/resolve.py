@@ -1,7 +1,12 @@
 """The Agent's pre-pass over a request's messages: stored references become inline base64
 (a provider cannot read this process's media store); http(s) URLs are kept or fetched and
 inlined as the `MultimodalConfig` says; sizes and MIME types are checked. What the wire
-conversion then sees is only inline data, URLs and provider file ids."""
+conversion then sees is only inline data, URLs and provider file ids.
+
+With `uploads`, the images and documents the config sends by file id (`FILE_ID`) that are
+stored or inline are left as they are, for the step that knows the provider each call goes
+to (`tenxgraph.core.graph.provider_files`) to upload them or inline them then. Media in a
+tool message is never left so: a provider's tool result takes no uploaded file here."""
 
 from __future__ import annotations
 
@@ -23,12 +28,13 @@ async def resolve_media(
     store: MediaStore | None,
     config: MultimodalConfig | None,
     fetch_urls: bool = False,
+    uploads: bool = False,
 ) -> list[Message]:
     """`messages` ready for the wire: see the module docstring. Without a config, stored
     references are inlined and everything else is left as it is; with `fetch_urls` (a
     provider that would download URLs itself: Gemini), every http(s) URL is fetched here,
     through the safe fetcher, and sent inline. `ValueError` (naming the message) for a stored
-    reference without a store, or media the config refuses."""
+    reference without a store, or media the config refuses. `uploads`: see the module."""
     out: list[Message] = []
     for message in messages:
         if not has_media(message):
@@ -36,6 +42,11 @@ async def resolve_media(
             continue
 
         async def resolve(block: Any, media: MediaRef, kind: str, m: Message = message) -> Any:
+            if uploads and config is not None and for_upload(m, media, kind, config):
+                if stored_sha256(media) is not None and store is None:
+                    raise _no_store(m, media)
+                _check(f"message {m.message_id!r}", media, kind, config)
+                return None
             return await _resolve_one(m, media, kind, store, config, fetch_urls)
 
         out.append(await rewrite_message(message, resolve))
@@ -55,19 +66,16 @@ async def _resolve_one(
     new: MediaRef | None = None
     if sha is not None:
         if store is None:
-            raise ValueError(
-                f"{where} names stored media {media.url} but this graph has no media store: "
-                "compile(media_store=...) with the store that holds it"
-            )
+            raise _no_store(message, media)
         data = await store.aget(sha)
-        new = _inline(media, data, media.mime_type)
+        new = inlined(media, data, media.mime_type)
     elif (
         media.kind == "url"
         and _is_http(media.url)
         and (fetch_urls or (config is not None and _handling(config, kind) == "base64"))
     ):
         fetched = await _fetch(str(media.url), config, kind)
-        new = _inline(media, fetched.data, media.mime_type or fetched.mime_type)
+        new = inlined(media, fetched.data, media.mime_type or fetched.mime_type)
     if config is not None:
         _check(where, new or media, kind, config)
     return new
@@ -87,7 +95,26 @@ async def _fetch(url: str, config: MultimodalConfig | None, kind: str) -> Any:
     return await fetch.fetch_media(url, policy=policy)
 
 
-def _inline(media: MediaRef, data: bytes, mime_type: str | None) -> MediaRef:
+def for_upload(message: Message, media: MediaRef, kind: str, config: MultimodalConfig) -> bool:
+    """Whether `media` (of a block of `kind`) is one the config sends by provider file id
+    and has bytes to upload: stored or inline, in a message that is not a tool's answer."""
+    return (
+        message.role != "tool"
+        and kind in ("image", "document")
+        and _handling(config, kind) == "file_id"
+        and (stored_sha256(media) is not None or inline_bytes(media) is not None)
+    )
+
+
+def _no_store(message: Message, media: MediaRef) -> ValueError:
+    return ValueError(
+        f"message {message.message_id!r} names stored media {media.url} but this graph has no "
+        "media store: compile(media_store=...) with the store that holds it"
+    )
+
+
+def inlined(media: MediaRef, data: bytes, mime_type: str | None) -> MediaRef:
+    """`media` as inline base64 of `data`."""
     return media.model_copy(
         update={"kind": "data", "url": None, "mime_type": mime_type, "size_bytes": len(data),
                 "data_base64": base64.b64encode(data).decode("ascii")},
@@ -131,4 +158,4 @@ def _check(where: str, media: MediaRef, kind: str, config: MultimodalConfig) -> 
         )
 
 
-__all__ = ["resolve_media"]
+__all__ = ["for_upload", "inlined", "resolve_media"]

@@ -8,13 +8,19 @@ like `SqliteStore`: any event loop can use the same store. Each call is one tran
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tenxgraph.storage.checkpointer._sql import SqliteFile
-from tenxgraph.storage.media._sql import BLOBS, OWNERS, schema
-from tenxgraph.storage.media.base import DEFAULT_GC_GRACE, MediaStore, StoredMedia
+from tenxgraph.storage.media._sql import BLOBS, FILES, OWNERS, schema
+from tenxgraph.storage.media.base import (
+    DEFAULT_GC_GRACE,
+    MediaStore,
+    ProviderFile,
+    StoredMedia,
+)
 
 T = TypeVar("T")
 
@@ -96,6 +102,49 @@ class SqliteMediaStore(SqliteFile, MediaStore):
     async def alist(self) -> list[StoredMedia]:
         rows = await self._run(lambda conn: conn.execute(f"{_INFO} ORDER BY sha256").fetchall())
         return [_info(row) for row in rows]
+
+    async def asweepable(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[StoredMedia]:
+        query = (
+            f"{_INFO} WHERE created_at <= ? AND NOT EXISTS "
+            f"(SELECT 1 FROM {OWNERS} o WHERE o.sha256 = {BLOBS}.sha256) ORDER BY sha256"
+        )
+        cutoff = self._cutoff(older_than)
+        rows = await self._run(lambda conn: conn.execute(query, (cutoff,)).fetchall())
+        return [_info(row) for row in rows]
+
+    # -- provider file ids -------------------------------------------------------------------
+
+    async def aprovider_file(
+        self, provider: str, api_base: str, sha256: str
+    ) -> ProviderFile | None:
+        query = (
+            f"SELECT file_id, expires_at FROM {FILES} "
+            "WHERE provider = ? AND api_base = ? AND sha256 = ?"
+        )
+        args = (provider, api_base, sha256)
+        row = await self._run(lambda conn: conn.execute(query, args).fetchone())
+        return None if row is None else ProviderFile(str(row[0]), _float(row[1]))
+
+    async def aremember_provider_file(
+        self, provider: str, api_base: str, sha256: str, file: ProviderFile
+    ) -> None:
+        query = (
+            f"INSERT INTO {FILES} (provider, api_base, sha256, file_id, expires_at, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (provider, api_base, sha256) DO UPDATE SET "
+            "file_id = excluded.file_id, expires_at = excluded.expires_at, "
+            "created_at = excluded.created_at"
+        )
+        args = (provider, api_base, sha256, file.file_id, file.expires_at, time.time())
+        await self._run(lambda conn: conn.execute(query, args))
+
+    async def aforget_provider_file(self, provider: str, api_base: str, sha256: str) -> None:
+        query = f"DELETE FROM {FILES} WHERE provider = ? AND api_base = ? AND sha256 = ?"
+        args = (provider, api_base, sha256)
+        await self._run(lambda conn: conn.execute(query, args))
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _delete_unowned(
