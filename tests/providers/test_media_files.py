@@ -21,9 +21,16 @@ import pytest
 import respx
 
 from tenxgraph import END, START, Agent, StateGraph
-from tenxgraph.core.exceptions import MediaUploadError, ModelError
+from tenxgraph.core.exceptions import MediaUploadError, ModelError, UnsupportedContentError
 from tenxgraph.core.llm import FunctionModel
-from tenxgraph.core.state import DocumentBlock, ImageBlock, MediaRef, Message, TextBlock
+from tenxgraph.core.state import (
+    DocumentBlock,
+    ImageBlock,
+    MediaRef,
+    Message,
+    TextBlock,
+    VideoBlock,
+)
 from tenxgraph.storage.checkpointer.sqlite import SqliteCheckpointer
 from tenxgraph.storage.media import DocumentHandling, ImageHandling, MultimodalConfig
 from tenxgraph.storage.media.base import MediaStore, ProviderFile
@@ -501,3 +508,34 @@ async def test_without_a_media_store_the_agent_remembers_the_ids() -> None:
         assert by_id("anthropic", uploads.file_id(1), "image/png") in (
             first_user_parts("anthropic", call.request)
         )
+
+
+async def test_content_a_provider_cannot_take_goes_to_a_fallback_that_can() -> None:
+    """OpenAI's chat takes no video: the call fails before its request, and the Gemini
+    fallback, which takes video inline, gets it. Without that fallback the error is raised,
+    naming the block and the provider."""
+    openai, gemini = PROVIDERS["openai"], PROVIDERS["gemini"]
+    clip = VideoBlock(media=MediaRef(kind="data", data_base64="AAAA", mime_type="video/mp4"))
+    question = Message.multimodal_message([TextBlock(text="what happens?"), clip])
+
+    def app_with(*fallbacks: Provider) -> Any:
+        graph = StateGraph()
+        graph.add_node("agent", Agent(
+            openai.model, **openai.call_settings(), retry_config=False,
+            fallback_models=[(p.model, {"api_key": "gemini-key-0123456789"}) for p in fallbacks],
+        ))  # fmt: skip
+        graph.add_edge(START, "agent")
+        graph.add_edge("agent", END)
+        return graph.compile()
+
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        first = openai.route(mock).mock(return_value=httpx.Response(200, json=answer(openai)))
+        chat = gemini.route(mock).mock(return_value=httpx.Response(200, json=answer(gemini)))
+        result = await app_with(gemini).ainvoke({"messages": [question]})
+        assert first.call_count == 0  # refused before its request
+        video = first_user_parts("gemini", chat.calls.last.request)[1]
+        assert video == {"inline_data": {"mime_type": "video/mp4", "data": "AAAA"}}
+        assert result["messages"][-1].role == "assistant"
+        with pytest.raises(UnsupportedContentError, match="video"):
+            await app_with().ainvoke({"messages": [question]})
+    assert (first.call_count, chat.call_count) == (0, 1)

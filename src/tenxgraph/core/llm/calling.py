@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenxgraph.core.exceptions import ModelContextWindowError, ModelError
+from tenxgraph.core.exceptions import ModelContextWindowError, ModelError, UnsupportedContentError
 from tenxgraph.core.llm import retry
 from tenxgraph.core.llm.request import ModelClient, ModelRequest
 from tenxgraph.core.llm.retry import RetryConfig, is_retryable
@@ -293,12 +293,16 @@ def _give_up(
     last: bool = True,
 ) -> None:
     """Record that this model failed for good; raise now unless a fallback model may do
-    better (a transient failure, or a context window a larger model may hold)."""
+    better (a transient failure, a context window a larger model may hold, or content this
+    model's provider cannot take, which another provider may: video for Gemini)."""
     if retries:
         error.message += f" (gave up after {retries} retr{'y' if retries == 1 else 'ies'})"
         error.context["retries"] = retries
     failures.append((model, error))
-    if not (is_retryable(error, config) or isinstance(error, ModelContextWindowError)):
+    if not (
+        is_retryable(error, config)
+        or isinstance(error, ModelContextWindowError | UnsupportedContentError)
+    ):
         raise _final(failures)
     if not last:
         log.warning(
