@@ -258,6 +258,7 @@ async def test_a_run_resumed_in_a_new_app_goes_on_from_what_it_had_spent(tmp_pat
     assert [c["tools"] for c in second.calls] == [0]  # one call was left: the final answer
     assert done["budget"] == {
         "ended_by": "max_model_calls",
+        "scope": "run",
         "limits": {"max_model_calls": 2},
         "spent": {
             "model_calls": 2,
