@@ -396,3 +396,101 @@ async def test_parallel_agents_cannot_all_take_the_threads_last_calls() -> None:
     second = await turn(app, config, "two")
     assert len(model.calls) == 6  # two of the four, not four
     assert second["budget"]["ended_by"] == "thread.max_model_calls"
+
+
+async def test_a_subgraphs_own_thread_budget_is_not_used() -> None:
+    model, tools = Model(fan=1), Lookups()
+    child = react(model, tools, thread_budget={"max_model_calls": 0})
+    app = chain(("research", child), state=AgentState).compile(checkpointer=InMemoryCheckpointer())
+    result = await turn(app, thread(), "one")
+    assert model.calls == [1, 1]
+    assert "budget" not in result
+
+
+# -- whose limit, whose rules ----------------------------------------------------------------
+
+
+async def test_a_run_limit_as_tight_as_what_the_thread_has_left_is_named_the_threads() -> None:
+    model = Model(fan=1, eager=True)
+    app = react(model, Lookups(), thread_budget={"max_model_calls": 3})
+    result = await turn(app, {**thread(), "max_model_calls": 3}, "one")
+    assert model.calls == [1, 1, 0]
+    assert result["budget"]["ended_by"] == "thread.max_model_calls"
+
+
+async def test_each_limit_ends_the_run_as_its_own_budget_says() -> None:
+    """The thread's limit with on_exceeded="error", the run's with "finish": the run's
+    tool-call limit ends the first turn with an answer; the thread's model-call limit fails
+    the second, with no last call without tools (that is "finish"'s)."""
+    model, tools = Model(fan=1, eager=True), Lookups()
+    budget = Budget(max_model_calls=3, on_exceeded="error")
+    app = react(model, tools, checkpointer=InMemoryCheckpointer(), thread_budget=budget)
+    config = {**thread(), "max_tool_calls": 1}
+    first = await turn(app, config, "one")
+    assert model.calls == [1, 0]
+    assert first["budget"]["ended_by"] == "max_tool_calls"
+    with pytest.raises(BudgetExceededError) as caught:
+        await app.ainvoke(inp("two"), config)
+    assert caught.value.error_code == "BUDGET_002"
+    assert model.calls[2:] == [1]  # the thread's last call went with tools, as "error" does
+
+
+async def test_a_thread_budget_without_a_final_answer_ends_where_it_is_spent() -> None:
+    model, tools = Model(fan=2), Lookups()
+    budget = Budget(max_tool_calls=2, final_answer=False)
+    result = await turn(react(model, tools, thread_budget=budget), thread(), "one")
+    assert model.calls == [1]  # no last call for an answer
+    assert tools.ran == ["1.0", "1.1"]
+    assert result["budget"]["ended_by"] == "thread.max_tool_calls"
+
+
+async def test_without_a_checkpointer_a_thread_budget_holds_per_run() -> None:
+    model, tools = Model(fan=1), Lookups()
+    app = react(model, tools, checkpointer=False, thread_budget={"max_model_calls": 3})
+    config = thread()
+    for text in ("one", "two"):
+        assert "budget" not in await turn(app, config, text)
+    assert model.calls == [1, 1, 1, 1]
+
+
+# -- error mode: what is not refused, what is not stored ---------------------------------------
+
+
+async def test_a_spent_thread_still_answers_a_turn_sent_again_from_what_it_stored() -> None:
+    model, tools = Model(fan=1), Lookups()
+    budget = Budget(max_model_calls=2, on_exceeded="error")
+    app = react(model, tools, checkpointer=InMemoryCheckpointer(), thread_budget=budget)
+    config = thread()
+    sent = inp("one")
+    first = await app.ainvoke(sent, config)
+    again = await app.ainvoke(sent, config)  # a retry after a lost answer: no new run
+    assert [m.text() for m in again["messages"]] == [m.text() for m in first["messages"]]
+    assert len(model.calls) == 2
+    with pytest.raises(BudgetExceededError):
+        await app.ainvoke(inp("two"), config)
+
+
+async def test_a_paused_run_of_a_spent_thread_is_not_resumed_and_keeps_its_pause() -> None:
+    def approve(q: str) -> str:
+        """Ask a person first."""
+        return f"{q}: {interrupt('ok?')}"
+
+    def model(messages: list[Message], info: Any) -> Any:
+        return [tool_call("approve", "c1", q="refund")]
+
+    app = ReactAgent(FunctionModel(model), [approve]).compile(
+        checkpointer=InMemoryCheckpointer(),
+        thread_budget=Budget(max_model_calls=1, on_exceeded="error"),
+    )
+    config = thread()
+    await app.ainvoke(inp("go"), config)
+    paused = await app.aget_state(config)
+    assert paused is not None
+    assert paused.execution_meta.is_interrupted()
+    with pytest.raises(BudgetExceededError, match="nothing of it was stored"):
+        await app.ainvoke({"resume": "yes"}, config)
+    after = await app.aget_state(config)
+    assert after is not None
+    assert after.execution_meta.is_interrupted()
+    assert "answers" not in after.execution_meta.internal_data  # the answer was not kept
+    assert after.model_dump() == paused.model_dump()
