@@ -188,6 +188,9 @@ async def test_with_on_exceeded_error_a_spent_thread_takes_no_run_and_stores_not
     assert caught.value.error_code == "BUDGET_002"
     assert caught.value.context["scope"] == "thread"
     assert caught.value.context["spent"]["model_calls"] == 2
+    assert caught.value.context["max"] == 2
+    with pytest.raises(BudgetExceededError):  # nor is the thread's last run continued
+        await again.ainvoke(None, config)
     assert later.calls == []
     assert await again.checkpointer.aversion(config["thread_id"]) == version
     after = await again.aget_state(config)
