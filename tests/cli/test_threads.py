@@ -353,6 +353,22 @@ def test_show_an_offline_models_thread_costs_nothing(cli: Cli, db: str) -> None:
     assert last.endswith("; 2 model calls; cost $0.000000")
 
 
+def test_show_counts_the_tools_a_thread_ran(cli: Cli, tmp_path: Path) -> None:
+    path = str(tmp_path / "t.db")
+
+    async def fill() -> None:
+        store = SqliteCheckpointer(path)
+        try:  # two rounds of tools: two parallel calls, then one
+            app = ReactAgent(Priced(tool_rounds(2)), [add]).compile(checkpointer=store)
+            await app.ainvoke({"messages": [Message.text_message("q")]}, {"thread_id": "t"})
+        finally:
+            await store.aclose()
+
+    asyncio.run(fill())
+    last = cli("threads", "show", "t", "--db", path).out.splitlines()[-1]
+    assert "; 3 model calls; 3 tool calls; cost $" in last
+
+
 def test_delete_releases_the_threads_media(cli: Cli, tmp_path: Path) -> None:
     import base64
 

@@ -258,6 +258,7 @@ async def test_a_run_resumed_in_a_new_app_goes_on_from_what_it_had_spent(tmp_pat
     assert [c["tools"] for c in second.calls] == [0]  # one call was left: the final answer
     assert done["budget"] == {
         "ended_by": "max_model_calls",
+        "scope": "run",
         "limits": {"max_model_calls": 2},
         "spent": {
             "model_calls": 2,
@@ -337,3 +338,4 @@ async def test_calls_replayed_from_the_ledger_are_not_counted_again() -> None:
     assert ran == ["a", "approve b", "approve b"]  # c1 ran once; c2 again after the pause
     assert not [m for m in result["state"].context if "budget" in m.text()]  # none refused
     assert result["budget"]["spent"]["tool_calls"] == 2  # (so the last call had no tools)
+    assert result["state"].execution_meta.usage.tool_calls == 2  # the thread's count too

@@ -195,8 +195,9 @@ async def _show(console: Console, source: _Source, thread: str) -> int:
 
 
 def usage_line(usage: Usage) -> str:
-    """What a thread's model calls cost: calls, tokens, and the cost (or why it is unknown)."""
-    calls = usage.model_calls
+    """What a thread's model calls cost: calls, tokens, and the cost (or why it is unknown);
+    the tools it ran, if any."""
+    calls, tools = usage.model_calls, usage.tool_calls
     cost = usage.cost
     if cost is None:
         unpriced = usage.unpriced_calls
@@ -208,7 +209,9 @@ def usage_line(usage: Usage) -> str:
     return (
         f"tokens: {usage.input_tokens} in, {usage.output_tokens} out, "
         f"{usage.input_tokens + usage.output_tokens} total; "
-        f"{calls} model call{'' if calls == 1 else 's'}; {shown}"
+        f"{calls} model call{'' if calls == 1 else 's'}; "
+        + (f"{tools} tool call{'' if tools == 1 else 's'}; " if tools else "")
+        + shown
     )
 
 

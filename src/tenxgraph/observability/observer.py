@@ -93,7 +93,7 @@ class Observer:
         self.span: Any = None
         self.context: Any = None  # the OpenTelemetry context with the run's span
         self.meter: Meter | None = None  # the run's budget and spending, if it has a budget
-        self._tallied = 0  # the calls that have gone into the thread's total so far
+        self._tallied = 0  # the model and tool calls gone into the thread's total so far
         self._base: Usage | None = None
 
     # -- the run ---------------------------------------------------------------------------
@@ -189,19 +189,24 @@ class Observer:
         if self.meter is not None:
             self.meter.keep(meta.internal_data, meta.status == ExecutionStatus.COMPLETED)
         usage = self.usage
-        if usage.model_calls == self._tallied:  # the usual step: no model call
+        counted = usage.model_calls + usage.tool_calls
+        if counted == self._tallied:  # the usual step: no model call, no tool run
             return
         if self._base is None:  # the thread's total before this run's first tally
             self._base = meta.usage
         meta.__dict__["usage"] = self._base.plus(usage)  # a value of its own type: no check
         meta.__pydantic_fields_set__.add("usage")
-        self._tallied = usage.model_calls
+        self._tallied = counted
 
     def absorb(self, other: Observer) -> None:
         """Count what a run nested in this one (a subgraph's) spent as this run's too."""
-        if other.usage.model_calls:
+        if other.usage.model_calls or other.usage.tool_calls:
             self.usage = self.usage.plus(other.usage)
             self.counted |= other.counted
+
+    def count_tool(self) -> None:
+        """Count one tool the run ran (for the thread's total: `Usage.tool_calls`)."""
+        self.usage.tool_calls += 1
 
     def count_call(self, answer: Message, free: bool) -> float | None:
         """Count one model call's answer (once); its cost, 0 for a `free` (offline) model."""

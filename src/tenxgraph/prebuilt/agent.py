@@ -128,10 +128,12 @@ class ReactAgent(Generic[StateT]):
         hooks: Any = None,
         tracing: Tracing | bool | None = None,
         budget: Budget | dict[str, Any] | None = None,
+        thread_budget: Budget | dict[str, Any] | None = None,
     ) -> CompiledGraph[StateT]:
         """Like `StateGraph.compile`: without a checkpointer, threads are kept in memory;
         `name`, `hooks` and `tracing` say how its runs are observed (named ``"agent"``);
-        tools taking a `store` parameter get `store`; `budget` limits every run."""
+        tools taking a `store` parameter get `store`; `budget` limits every run,
+        `thread_budget` every thread's runs together."""
         return self.graph.compile(
             checkpointer=checkpointer,
             interrupt_before=interrupt_before,
@@ -141,6 +143,7 @@ class ReactAgent(Generic[StateT]):
             hooks=hooks,
             tracing=tracing,
             budget=budget,
+            thread_budget=thread_budget,
         )
 
 

@@ -67,6 +67,7 @@ class CompiledGraph(Generic[StateT]):
         store: BaseStore | None = None,
         budget: Budget | None = None,
         media: MediaOffload | None = None,
+        thread_budget: Budget | None = None,
     ) -> None:
         state_type = type(state)
         self.name = name
@@ -84,6 +85,7 @@ class CompiledGraph(Generic[StateT]):
             tracing,
             budget,
             media,
+            thread_budget,
         )
         self.context_manager = context_manager
         # every new thread starts from a copy of this: the given state, as it would come

@@ -151,9 +151,8 @@ class Run:
         try:
             self.state = state = await opening.open(deadline)
             self.version = opening.version
-            if opening.next_names is not None:  # continuing a paused run: link the two
-                self.observer.resumed(state.execution_meta.internal_data)
-            async for chunk in self._started(opening.given, opening.replay):
+            opening.opened(state, self.observer)  # what a paused run or the thread had spent
+            async for chunk in self._started(opening):
                 yield chunk
             if opening.replay is not None:  # an answered turn sent again: its answer again
                 self.produced = opening.replay
@@ -288,13 +287,12 @@ class Run:
         if keep:
             self.threads.remember(self.settings.thread_id, self.version, state)
 
-    async def _started(
-        self, given: list[Message], replay: list[Message] | None
-    ) -> AsyncIterator[StreamChunk]:
-        """The chunks of a run's start: its input, and the answer of a turn sent again."""
-        want, chunks = self.want, self.chunks
+    async def _started(self, opening: Opening) -> AsyncIterator[StreamChunk]:
+        """The chunks of a run's start: its input, the answer of a turn sent again, the
+        thread's budget spent before it."""
+        want, chunks, replay = self.want, self.chunks, opening.replay
         if StreamEvent.MESSAGE in want and self.nesting is None:  # a subgraph's: its parent's
-            for message in given:
+            for message in opening.given:
                 yield chunks.chunk(
                     StreamEvent.MESSAGE,
                     message=message,
@@ -305,9 +303,14 @@ class Run:
         if replay is not None and StreamEvent.MESSAGE in want:
             for message in replay:
                 yield chunks.chunk(StreamEvent.MESSAGE, message=copy_message(message))
+        if opening.spent is not None and want:
+            yield chunks.update("budget_spent", limit=opening.spent)
 
     async def _first_step(self, state: AgentState, opening: Opening) -> list[NodeSpec]:
-        """Where the run starts: after START, or where an unfinished run stopped."""
+        """Where the run starts: after START, or where an unfinished run stopped; nowhere
+        when the thread's budget was spent before it (the run completes at once)."""
+        if opening.spent is not None:
+            return []
         if opening.next_names is None:
             return await self.scheduler.next(state, (START,), (None,))
         return self.scheduler.resume(opening.next_names, opening.deferred)

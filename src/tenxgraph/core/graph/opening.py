@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.exceptions import StaleStateError, ThreadBusyError
 from tenxgraph.core.graph.keeper import Keeper
@@ -24,10 +24,20 @@ from tenxgraph.core.state.agent_state import RESERVED_FIELDS
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.reducers import all_stored
-from tenxgraph.core.state.spending import ENDED_KEY, SPENT_KEY
+from tenxgraph.core.state.spending import ENDED_KEY, SPENT_KEY, Spending
+from tenxgraph.core.state.thread_spending import (
+    THREAD_PREFIX,
+    ThreadAllowance,
+    thread_spent,
+    with_thread,
+)
 from tenxgraph.storage.checkpointer.lease import owner_is_dead, waited_error
 from tenxgraph.storage.checkpointer.paging import alook_up_ids
 from tenxgraph.utils.constants import START
+
+if TYPE_CHECKING:
+    from tenxgraph.core.state.budget import Budget
+    from tenxgraph.observability.observer import Observer
 
 _PREPARE_ATTEMPTS = 20  # reads of a thread that moved under the run's first save, at most
 _WAIT_POLL_SECONDS = (0.005, 0.25)  # first and longest pause while waiting for a thread
@@ -57,6 +67,12 @@ class Opening:
         self.skip_breakpoint = False  # resumed from an `interrupt_before` pause
         # a resubmitted turn that is already answered: its stored answer, run nothing
         self.replay: list[Message] | None = None
+        # what the thread's runs may spend together (a subgraph's run spends its parent's)
+        self.thread_budget: Budget | None = None
+        self.spent: str | None = None  # the thread's limit spent before the run: it ends
+        if not settings.nested:
+            graphs, given = program.thread_budget, settings.thread_budget
+            self.thread_budget = given if graphs is None else graphs.tightest(given)
 
     async def open(self, deadline: float | None) -> AgentState:
         """The thread's state with the input applied and saved. When another run holds the
@@ -147,6 +163,7 @@ class Opening:
                 self.version = version
                 return state
             messages, new_turn = [], False
+        self._refuse_if_spent(state)
         if version is not None:  # a thread that ran before: where did it stop?
             self._continue(state, data, new_turn)
         updates = data.get("state")
@@ -186,6 +203,35 @@ class Opening:
         ):
             await checkpointer.aclear_stop_request(thread_id)
         return state
+
+    def _refuse_if_spent(self, state: AgentState) -> None:
+        """With a thread budget's `on_exceeded="error"`: refuse a run of a thread that has
+        reached one of its limits before anything of the run is written."""
+        budget = self.thread_budget
+        if budget is None or budget.on_exceeded != "error":
+            return
+        allowance = ThreadAllowance(budget, thread_spent(state.execution_meta.usage), Spending())
+        reached = allowance.reached()
+        if reached is not None:
+            what = "this run (nothing of it was stored)"
+            raise allowance.exceeded(reached, Spending(), what)
+
+    def opened(self, state: AgentState, observer: Observer) -> None:
+        """Once open: a paused run's `observer` goes on from its span and what it had spent;
+        with a thread budget, the run's limits become the tighter of its own and what the
+        thread has left, and `spent` names the thread's limit that leaves no model call at
+        all, if one does (the run ends before its first step; with `on_exceeded="error"` it
+        was refused before anything was stored)."""
+        if self.next_names is not None:  # continuing a paused run: link the two
+            observer.resumed(state.execution_meta.internal_data)
+        budget = self.thread_budget
+        if budget is None or self.replay is not None:
+            return
+        meter, allowance = with_thread(observer.meter, budget, state.execution_meta.usage)
+        observer.meter = meter
+        reached = allowance.reached(tools=False)
+        if reached is not None:
+            self.spent = meter.spending.ended_by = THREAD_PREFIX + reached
 
     def _continue(self, state: AgentState, data: dict[str, Any], new_turn: bool) -> None:
         """For a thread that ran before: take the answer to the interrupt it is paused at,

@@ -42,6 +42,7 @@ class Program:
     dispatch: Dispatch | None = None  # `hooks`, sorted once
     tracing: Tracing = DEFAULT_TRACING
     budget: Budget | None = None  # `compile(budget=...)`: every run's limits
+    thread_budget: Budget | None = None  # `compile(thread_budget=...)`: every thread's
     media: MediaOffload | None = None  # the media store and offload threshold of saves
 
     @classmethod
@@ -58,6 +59,7 @@ class Program:
         tracing: Tracing = DEFAULT_TRACING,
         budget: Budget | None = None,
         media: MediaOffload | None = None,
+        thread_budget: Budget | None = None,
     ) -> Program:
         reducers = dict(state_type.field_reducers())
         merge_messages = reducers.pop("context", add_messages)
@@ -77,6 +79,7 @@ class Program:
             Dispatch(hooks) if hooks else None,
             tracing,
             budget,
+            thread_budget,
             media,
         )
 

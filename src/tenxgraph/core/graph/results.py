@@ -36,7 +36,9 @@ class RunResult(TypedDict, Generic[StateT], total=False):
     - a paused run (not ``"full"``): `interrupted` (`node`, `reason`, `status`) and, when the
       pause asks a question (`interrupt()`, a tool approval), `interrupt` (the `Interrupt`,
       as a dict);
-    - a run a budget ended: `budget` (`ended_by`, `limits`, `spent`).
+    - a run a budget ended: `budget` (`ended_by`, ``thread.<limit>`` for a thread budget's;
+      `scope`, ``"run"`` or ``"thread"``; the run's `limits` and `spent`; with a thread
+      budget, `thread`: its `limits` and the thread's totals, `spent`).
     """
 
     messages: Required[list[Message]]

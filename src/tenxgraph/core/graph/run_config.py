@@ -48,6 +48,7 @@ KNOWN_CONFIG_KEYS = frozenset(
         "max_concurrency",  # nodes of one step running at once (Sends, parallel branches)
         "budget",  # a Budget (or a dict of its fields) for this run
         *LIMITS,  # its limits one by one
+        "thread_budget",  # a Budget (or a dict of its fields) for the thread's runs together
         # the caller's own values, by LangGraph's convention; never checked
         "configurable",
         # Agent: model settings for every Agent of the run, and per Agent node
@@ -160,6 +161,8 @@ class RunSettings:
     max_concurrency: int | None = None  # nodes of one step at once (None: all)
     nested: bool = False  # the run of a subgraph node, inside its parent's step
     budget: Budget | None = None  # this run's own limits (the graph's apply too)
+    # limits on what the thread's runs spend together (the graph's apply too)
+    thread_budget: Budget | None = None
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:
@@ -198,6 +201,7 @@ class RunSettings:
             )
         check_config_keys(given)
         budget = _budget_of(given)
+        thread_budget = _thread_budget_of(given)
         return cls(
             thread_id,
             run_id,
@@ -209,6 +213,7 @@ class RunSettings:
             wait,
             at_once,
             budget=budget,
+            thread_budget=thread_budget,
         )
 
 
@@ -222,6 +227,16 @@ def _budget_of(config: dict[str, Any]) -> Budget | None:
 
     budget = Budget.of(given, "config['budget']") or Budget()
     return budget.tightest(replace(budget, **flat)) if flat else budget
+
+
+def _thread_budget_of(config: dict[str, Any]) -> Budget | None:
+    """`config["thread_budget"]`: limits on the thread's runs together."""
+    given = config.get("thread_budget")
+    if given is None:
+        return None
+    from tenxgraph.core.state.budget import Budget
+
+    return Budget.of(given, "config['thread_budget']")
 
 
 __all__ = [

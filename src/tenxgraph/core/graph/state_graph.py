@@ -177,6 +177,7 @@ class StateGraph(Generic[StateT]):
         tracing: Tracing | bool | None = None,
         budget: Budget | dict[str, Any] | None = None,
         media_threshold: int | None = None,
+        thread_budget: Budget | dict[str, Any] | None = None,
     ) -> CompiledGraph[StateT]:
         """Check the graph and build the app. Raises `GraphError` for a missing entry point
         (GRAPH_002), an edge or path-map target or interrupt name that is not a node
@@ -203,7 +204,10 @@ class StateGraph(Generic[StateT]):
         callable taking one event, or a list of them) are told what every run does.
         `tracing`: OpenTelemetry spans go to the globally configured tracer provider when
         there is one; pass `Tracing(...)` for another provider or to record message contents,
-        `False` for none."""
+        `False` for none.
+
+        `budget` limits what each run spends, `thread_budget` what all the runs of a thread
+        spend together (see `tenxgraph.core.state.budget`)."""
         _not_supported(
             "compile",
             callback_manager=callback_manager,
@@ -218,12 +222,7 @@ class StateGraph(Generic[StateT]):
         routing = self._routing(specs)
         before = self._breakpoints(interrupt_before)
         after = self._breakpoints(interrupt_after)
-        if checkpointer is None:
-            from tenxgraph.storage.checkpointer.memory import default_checkpointer
-
-            checkpointer = default_checkpointer()
-        if checkpointer is not False:
-            checkpointer.bind_state_type(type(self.state))
+        checkpointer = _bound_checkpointer(checkpointer, type(self.state))
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ValueError(f"compile(name=...) must be a non-empty string, got {name!r}")
         return CompiledGraph(
@@ -231,6 +230,7 @@ class StateGraph(Generic[StateT]):
             hooks=tuple(hooks_from(hooks, "compile(hooks=...)")),
             tracing=_tracing(tracing),
             budget=_budget(budget),
+            thread_budget=_budget(thread_budget, "thread_budget"),
             state=self.state,
             specs=specs,
             routing=routing,
@@ -328,13 +328,27 @@ def _warn_unreachable(unreachable: list[str]) -> None:
         )
 
 
-def _budget(value: Any) -> Budget | None:
-    """`compile(budget=...)` as a `Budget` (its module imported only when one is given)."""
+def _bound_checkpointer(
+    checkpointer: BaseCheckpointer | Literal[False] | None, state_type: type[AgentState]
+) -> BaseCheckpointer | Literal[False]:
+    """`compile(checkpointer=...)`: the default (in memory) for None; bound to the state."""
+    if checkpointer is None:
+        from tenxgraph.storage.checkpointer.memory import default_checkpointer
+
+        checkpointer = default_checkpointer()
+    if checkpointer is not False:
+        checkpointer.bind_state_type(state_type)
+    return checkpointer
+
+
+def _budget(value: Any, name: str = "budget") -> Budget | None:
+    """`compile(budget=...)` (or `thread_budget=`) as a `Budget` (its module imported only
+    when one is given)."""
     if value is None:
         return None
     from tenxgraph.core.state.budget import Budget
 
-    return Budget.of(value, "compile(budget=...)")
+    return Budget.of(value, f"compile({name}=...)")
 
 
 __all__ = ["StateGraph"]

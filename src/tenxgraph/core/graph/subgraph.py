@@ -230,7 +230,9 @@ class _ChildRun:
         if meter is not None:  # the parent's budget holds in the child: one spending
             own = run.observer.meter
             run.observer.meter = (
-                meter if own is None else Meter(meter.within(own.budget), meter.spending)
+                meter
+                if own is None
+                else Meter(meter.within(own.budget), meter.spending, meter.thread)
             )
         return run
 

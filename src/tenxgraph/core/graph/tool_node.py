@@ -82,12 +82,8 @@ class _Step:
 
 
 def _over_budget(step: _Step) -> str:
-    budget = step.meter.budget if step.meter is not None else None
-    limit = budget.max_tool_calls if budget is not None else None
-    return (
-        f"Not run: this run's tool-call budget (max_tool_calls={limit}) is used up. Answer "
-        "with what you have."
-    )
+    limit = step.meter.tool_limit() if step.meter is not None else "the tool-call budget"
+    return f"Not run: {limit} is used up. Answer with what you have."
 
 
 def _to_parent(done: list[Outcome]) -> Command:
@@ -398,8 +394,13 @@ class ToolNode:
         if call.id in step.refused:
             return error_outcome(call, _over_budget(step))
         outcome = await self._execute(spec, call, kwargs, step)
-        if outcome.interrupt is not None and step.meter is not None:
-            step.meter.tool_paused()  # it runs again on resume, counted then
+        if outcome.interrupt is not None:
+            if step.meter is not None:
+                step.meter.tool_paused()  # it runs again on resume, counted then
+        else:
+            observer = current_observer.get()
+            if observer is not None:  # the thread's total (what a thread budget counts)
+                observer.count_tool()
         if decision is not None:
             outcome.message.metadata["approval"] = _APPROVAL_WORDS[decision.kind]
         if outcome.interrupt is None and ledger is not None and asked is not None:

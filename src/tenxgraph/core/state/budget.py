@@ -5,6 +5,10 @@ run in `config` (`config["budget"]`, or the flat keys `max_model_calls`, `max_to
 `max_input_tokens`, `max_output_tokens`, `max_total_tokens`, `max_cost`); where several are
 set, the smallest limit of each kind holds. What a run spends against it is kept by the
 engine (`tenxgraph.core.state.spending`).
+
+The same class is a thread budget (`compile(thread_budget=...)`, `config["thread_budget"]`):
+limits on what all the runs of a thread spend together, counted from the thread's stored
+totals (`tenxgraph.core.state.thread_spending`).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class ExecutionState(BaseModel):
     thread_id: str | None = None
     stop_current_execution: StopRequestStatus = StopRequestStatus.NONE
     internal_data: dict[str, Any] = Field(default_factory=dict)
-    # what the thread's model calls have cost so far, every run added up
+    # what the thread's model calls have cost so far and the tools it ran, every run added up
     usage: Usage = Field(default_factory=Usage)
 
     @field_validator("usage", mode="wrap")

@@ -28,7 +28,7 @@ SPENT_KEY = "spent"
 ENDED_KEY = "budget_ended"
 
 FINAL_NOTE = (
-    "This run's {limit} budget is reached: no more tools can be called. Answer the user now, "
+    "This {whose} {limit} budget is reached: no more tools can be called. Answer the user now, "
     "as well as you can with what you have."
 )
 
@@ -56,6 +56,21 @@ if TYPE_CHECKING:
         def tightest(self, other: Any) -> Any: ...
 
         def limits(self) -> dict[str, int | float]: ...
+
+    class ThreadAllowance(Protocol):
+        """What a meter reads of a `tenxgraph.core.state.thread_spending.ThreadAllowance`
+        (named by its shape too)."""
+
+        @property
+        def budget(self) -> Budget: ...
+        @property
+        def run_budget(self) -> Budget | None: ...
+
+        def holds(self, limit: str, value: float | None) -> bool: ...
+
+        def totals(self, run: Spending) -> dict[str, Any]: ...
+
+        def exceeded(self, limit: str, run: Spending, what: str) -> BudgetExceededError: ...
 
 
 class BudgetSpent(BaseException):
@@ -167,13 +182,34 @@ class Gate:
 
 class Meter:
     """A run's budget and what it has spent: asked before each model call and each step of
-    tool calls; shared by the run with the subgraphs it runs."""
+    tool calls; shared by the run with the subgraphs it runs. With a thread budget, `budget`
+    holds the tighter of the run's limits and what the thread has left (`thread`)."""
 
-    __slots__ = ("budget", "spending")
+    __slots__ = ("budget", "spending", "thread")
 
-    def __init__(self, budget: Budget | None, spending: Spending | None = None) -> None:
+    def __init__(
+        self,
+        budget: Budget | None,
+        spending: Spending | None = None,
+        thread: ThreadAllowance | None = None,
+    ) -> None:
         self.budget = budget
         self.spending = spending if spending is not None else Spending()
+        self.thread = thread
+
+    def _rules(self, limit: str, budget: Budget) -> tuple[Budget, str]:
+        """Whose `limit` it is, as `budget` (the limits a call is under) holds it: the
+        budget whose `on_exceeded` and `final_answer` apply, and the limit's reported name
+        (``thread.<limit>`` for the thread's)."""
+        thread = self.thread
+        if thread is not None and thread.holds(limit, getattr(budget, limit)):
+            return thread.budget, f"thread.{limit}"
+        return budget, limit
+
+    def _error(self, limit: str, budget: Budget, what: str) -> BudgetExceededError:
+        if self.thread is not None and self._rules(limit, budget)[1] != limit:
+            return self.thread.exceeded(limit, self.spending, what)
+        return exceeded_error(limit, budget, self.spending, what)
 
     @property
     def counts_tools(self) -> bool:
@@ -195,26 +231,28 @@ class Meter:
         spending = self.spending
         used = spending.used_up(budget)
         if used is not None:
-            spending.ended_by = used
-            if budget.on_exceeded == "error":
-                raise exceeded_error(used, budget, spending, "the next model call")
-            raise BudgetSpent(used)
-        final = None
-        if budget.on_exceeded == "finish":
-            final = spending.used_up(budget, tools=True)
-            left = spending.model_calls_left(budget)
-            if final is None and left == 1:
-                final = "max_model_calls"  # the last call: for the answer, not for more tools
+            rules, spending.ended_by = self._rules(used, budget)
+            if rules.on_exceeded == "error":
+                raise self._error(used, budget, "the next model call")
+            raise BudgetSpent(spending.ended_by)
+        final = spending.used_up(budget, tools=True)
+        if final is None and spending.model_calls_left(budget) == 1:
+            final = "max_model_calls"  # the last call: for the answer, not for more tools
+        note = None
         if final is not None:
-            spending.ended_by = final
-            if not budget.final_answer:
-                raise BudgetSpent(final)
+            rules, name = self._rules(final, budget)
+            if rules.on_exceeded == "finish":  # (with "error", the call goes as usual)
+                spending.ended_by = name
+                if not rules.final_answer:
+                    raise BudgetSpent(name)
+                whose = "run's" if name == final else "conversation's"
+                note = FINAL_NOTE.format(whose=whose, limit=final)
         # counted now, not when it answers: calls made at the same time (parallel nodes)
         # cannot all take the last one
         spending.model_calls += 1
         left = spending.output_tokens_left(budget)
-        if final is not None:
-            return Gate(False, FINAL_NOTE.format(limit=final), left)
+        if note is not None:
+            return Gate(False, note, left)
         return Gate(max_tokens=left)
 
     def allot_tools(self, wanted: list[str]) -> list[str]:
@@ -225,10 +263,22 @@ class Meter:
         if left is None:
             return []
         refused = wanted[left:]
-        if refused and budget is not None and budget.on_exceeded == "error":
-            raise exceeded_error("max_tool_calls", budget, self.spending, f"tool call(s) {refused}")
+        if refused and budget is not None:
+            rules, _ = self._rules("max_tool_calls", budget)
+            if rules.on_exceeded == "error":
+                raise self._error("max_tool_calls", budget, f"tool call(s) {refused}")
         self.spending.tool_calls += len(wanted) - len(refused)
         return refused
+
+    def tool_limit(self) -> str:
+        """The tool-call limit the run's calls are under, as a refused call's result says."""
+        budget = self.budget
+        limit = None if budget is None else budget.max_tool_calls
+        if budget is not None and self._rules("max_tool_calls", budget)[1] != "max_tool_calls":
+            assert self.thread is not None
+            whole = self.thread.budget.max_tool_calls
+            return f"this thread's tool-call budget (max_tool_calls={whole} over all its runs)"
+        return f"this run's tool-call budget (max_tool_calls={limit})"
 
     def tool_paused(self) -> None:
         """A counted tool call paused (an `interrupt()`): it runs again, counted then."""
@@ -245,11 +295,24 @@ class Meter:
             internal[ENDED_KEY] = self.spending.ended_by
 
     def report(self) -> dict[str, Any] | None:
-        """`result["budget"]` when a limit ended the run."""
-        if self.spending.ended_by is None:
+        """`result["budget"]` when a limit ended the run: the limit (``thread.<limit>`` for a
+        thread budget's), whose it was (`scope`), the run's own limits and what it spent;
+        with a thread budget, `thread`: its limits and the thread's totals."""
+        ended = self.spending.ended_by
+        if ended is None:
             return None
-        limits = {} if self.budget is None else self.budget.limits()
-        return {"ended_by": self.spending.ended_by, "limits": limits, "spent": self.spending.dump()}
+        thread = self.thread
+        own = self.budget if thread is None else thread.run_budget
+        report: dict[str, Any] = {
+            "ended_by": ended,
+            "scope": "thread" if ended.startswith("thread.") else "run",
+            "limits": {} if own is None else own.limits(),
+            "spent": self.spending.dump(),
+        }
+        if thread is not None:
+            limits = thread.budget.limits()
+            report["thread"] = {"limits": limits, "spent": thread.totals(self.spending)}
+        return report
 
 
 def exceeded_error(

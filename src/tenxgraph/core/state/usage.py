@@ -1,4 +1,4 @@
-"""`Usage`: what model calls cost, added up over a run or a whole thread.
+"""`Usage`: what model calls cost (and how many tools ran), added up over a run or a thread.
 
 Tokens come from each call's `TokenUsages`; the cost from litellm's price table (kept on the
 answer as ``metadata["cost"]``). A call without a known price is counted, never guessed: the
@@ -25,6 +25,9 @@ class Usage:
     model_calls: int = 0
     priced_cost: float = 0.0  # the cost of the calls whose price is known
     unpriced_calls: int = 0
+    # tools run (not replayed from the ledger, not refused): what a thread budget's
+    # `max_tool_calls` counts; a thread stored before it was counted reads 0
+    tool_calls: int = 0
 
     @property
     def cost(self) -> float | None:
@@ -56,6 +59,7 @@ class Usage:
             self.model_calls + other.model_calls,
             self.priced_cost + other.priced_cost,
             self.unpriced_calls + other.unpriced_calls,
+            self.tool_calls + other.tool_calls,
         )
 
     def copy(self) -> Usage:
