@@ -35,7 +35,9 @@ async def test_put_get_search_delete_and_namespaces(client: LangGraphClient) -> 
 
 
 def _bag(texts: list[str]) -> list[list[float]]:
-    """Bag-of-words vectors over three words."""
+    """Bag-of-words vectors over three words; a text "boom" fails, as a model might."""
+    if "boom" in texts:
+        raise ConnectionError("the embedding model is down")
     return [
         [float(text.lower().split().count(w)) for w in ("tea", "dog", "rain")] for text in texts
     ]
@@ -62,6 +64,10 @@ async def test_a_query_search_through_the_client(client: LangGraphClient) -> Non
     await client.store.put_item(["notes"], "hidden", {"text": "tea"}, index=False)
     found = (await client.store.search_items(["notes"], query="tea please"))["items"]
     assert [(i["key"], round(i["score"], 4)) for i in found] == [("tea", 1.0), ("dog", 0.0)]
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await client.store.put_item(["notes"], "boom", {"text": "boom"})
+    assert info.value.response.status_code == 502
+    assert "ConnectionError: the embedding model is down" in info.value.response.text
     plain = (await client.store.search_items(["notes"]))["items"]
     assert [(i["key"], i["score"]) for i in plain] == [
         ("hidden", None),

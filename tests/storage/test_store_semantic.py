@@ -566,3 +566,21 @@ async def test_a_litellm_provider_error_stores_nothing_and_shows_no_key(
     assert SECRET not in str(info.value.__cause__)
     assert "Nothing was written" in str(info.value)
     assert await store.aget(("u",), "k") is None
+
+
+def test_scores_stay_within_minus_one_and_one() -> None:
+    """float32 storage rounds: an item equal to the query would score 1.0000001 about half
+    the time without the bounds."""
+    import random
+
+    from tenxgraph.storage.store._vectors import best_score, pack, unit
+
+    rng = random.Random(7)
+    for _ in range(200):
+        vector = [rng.uniform(-1, 1) for _ in range(rng.randint(2, 50))]
+        blob = pack([vector], len(vector))
+        same = best_score(unit(vector), blob)
+        opposite = best_score(unit([-x for x in vector]), blob)
+        assert 1.0 - 1e-6 <= same <= 1.0
+        assert -1.0 <= opposite <= -1.0 + 1e-6
+    assert best_score([1.0, 0.0, 0.0], pack([[0.0, 0.0, 0.0]], 3)) == 0.0  # a zero vector

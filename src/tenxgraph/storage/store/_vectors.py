@@ -42,7 +42,7 @@ def blob_dims(blob: bytes) -> int:
 
 def best_score(query: Sequence[float], blob: bytes) -> float:
     """The highest cosine similarity between `query` (length 1) and the blob's vectors (of
-    `query`'s length: the caller checks `blob_dims` first)."""
+    `query`'s length: the caller checks `blob_dims` first), within -1.0..1.0."""
     numbers = array("f")
     numbers.frombytes(blob[_DIMS.size :])
     if _SWAP:
@@ -51,7 +51,9 @@ def best_score(query: Sequence[float], blob: bytes) -> float:
     best = -math.inf
     for start in range(0, len(numbers), dims):
         best = max(best, sum(map(mul, query, numbers[start : start + dims])))
-    return 0.0 if best == -math.inf else best
+    if best == -math.inf:
+        return 0.0
+    return min(1.0, max(-1.0, best))  # float32 rounding may step just past the bounds
 
 
 __all__ = ["best_score", "blob_dims", "pack", "unit"]
