@@ -584,3 +584,85 @@ def test_scores_stay_within_minus_one_and_one() -> None:
         assert 1.0 - 1e-6 <= same <= 1.0
         assert -1.0 <= opposite <= -1.0 + 1e-6
     assert best_score([1.0, 0.0, 0.0], pack([[0.0, 0.0, 0.0]], 3)) == 0.0  # a zero vector
+
+
+# -- a batch of puts ------------------------------------------------------------------------
+
+
+async def test_put_many_embeds_the_batch_in_one_call(store: BaseStore, embedder: Embedder) -> None:
+    await store.aput_many(
+        [
+            (("u",), "tea", {"text": "tea"}),
+            (("u", "x"), "dog", {"text": "my dog", "n": 1}),
+            (("u",), "blank", {"text": "  "}),
+            (("u",), "many", {"text": "rain", "also": "sun"}),
+        ],
+        index=["text", "also"],
+    )
+    assert embedder.calls == [["tea", "my dog", "rain", "sun"]]
+    assert keys(await store.asearch(("u",))) == ["many", "blank", "dog", "tea"]
+    assert keys(await store.asearch(("u",), query="dog")) == ["dog", "many", "tea"]
+    assert scores(await store.asearch(("u",), query="sun", limit=1)) == [1.0]
+    item = await store.aget(("u", "x"), "dog")
+    assert item is not None
+    assert item.value == {"text": "my dog", "n": 1}
+    calls = len(embedder.calls)  # the batch's one call, then the queries'
+    await store.aput_many([])  # nothing to do
+    assert len(embedder.calls) == calls
+
+
+async def test_put_many_writes_nothing_when_an_item_or_the_embedder_fails(
+    store: BaseStore, embedder: Embedder
+) -> None:
+    batch: list[Any] = [(("v",), "a", {"text": "tea"}), (("v",), "b", {"text": "dog"})]
+    embedder.fail = RuntimeError("model down")
+    with pytest.raises(EmbeddingError, match=r"2 store items \(the first \('v',\) / 'a'\)"):
+        await store.aput_many(batch)
+    embedder.fail = None
+    calls = len(embedder.calls)
+    from tenxgraph.core.exceptions import SerializationError
+
+    with pytest.raises(SerializationError, match="field 'x'"):
+        await store.aput_many([*batch, (("v",), "c", {"x": math.inf})])
+    with pytest.raises(ValueError, match=r"items\[1\] must be a \(namespace, key, value\)"):
+        await store.aput_many([batch[0], ("v", "k")])
+    with pytest.raises(ValueError, match="must not be empty"):
+        await store.aput_many([batch[0], (("v",), "", {})])
+    assert len(embedder.calls) == calls  # refused before any embedding call
+    assert await store.asearch(("v",)) == []
+
+
+async def test_put_many_is_one_transaction(lasting: IndexedBackend) -> None:
+    """A write the database refuses part way through the batch leaves none of it."""
+    await lasting.store.asetup()
+    if lasting.name == "sqlite":
+        await lasting.sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON tx_store_items WHEN NEW.key = 'bad' "
+            "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+    else:
+        await lasting.sql(
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'refused'; "
+            "END $$ LANGUAGE plpgsql"
+        )
+        await lasting.sql(
+            "CREATE TRIGGER refuse BEFORE INSERT ON tx_store_items FOR EACH ROW "
+            "WHEN (NEW.key = 'bad') EXECUTE FUNCTION refuse()"
+        )
+    batch: list[Any] = [(("u",), "good", {"text": "tea"}), (("u",), "bad", {"text": "dog"})]
+    with pytest.raises(Exception, match="refused"):
+        await lasting.store.aput_many(batch)
+    assert await lasting.store.asearch(("u",)) == []
+    await lasting.store.aput_many(batch[:1])
+    assert keys(await lasting.store.asearch(("u",), query="tea")) == ["good"]
+
+
+def test_put_many_sync_twin_and_a_store_without_an_index() -> None:
+    store = InMemoryStore()
+    store.put_many([(("u",), "a", {"v": 1}), (["u"], "b", {"v": 2})], index=False)
+    assert keys(store.search(("u",))) == ["b", "a"]
+    with pytest.raises(ValueError, match="this store has no semantic index"):
+        store.put_many([(("u",), "c", {"v": 3})], index=["v"])
+    with pytest.raises(ValueError, match="items must be a list"):
+        store.put_many("abc")  # type: ignore[arg-type]
+    assert store.get(("u",), "c") is None

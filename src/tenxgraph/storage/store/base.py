@@ -114,6 +114,11 @@ class BaseStore(ABC):
         `created_at`), in one write."""
 
     @abstractmethod
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        """`_write` of each (namespace, key, value, now, vectors), in order, in one
+        transaction."""
+
+    @abstractmethod
     async def _read(self, namespace: str, key: str) -> Row | None:
         """The row of (namespace, key), or None."""
 
@@ -154,26 +159,51 @@ class BaseStore(ABC):
         key = valid_key(key)
         check_size(checked, key)
         text = encode_value(checked, key, value)
-        vectors = await self._embed(checked, key, value, index)
+        what = f"Store item {checked!r} / {key!r}"
+        [vectors] = await self._embed([value], index, what)
         await self._write(join(checked), key, text, _clock(), vectors)
 
+    async def aput_many(
+        self,
+        items: Sequence[tuple[Sequence[str], str, dict[str, Any]]],
+        index: IndexArg = None,
+    ) -> None:
+        """Put each (namespace, key, value) of `items`, in order, as `aput` would, in one
+        transaction: all of them or, on any error, none. On a store with an index, every
+        item's texts go to the embedding function in one call."""
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise ValueError("items must be a list of (namespace, key, value) tuples")
+        checked: list[tuple[str, str, str]] = []
+        for n, item in enumerate(items):
+            if not isinstance(item, tuple | list) or len(item) != 3:
+                raise ValueError(f"items[{n}] must be a (namespace, key, value) tuple")
+            namespace, key = valid_namespace(item[0]), valid_key(item[1])
+            check_size(namespace, key)
+            checked.append((join(namespace), key, encode_value(namespace, key, item[2])))
+        if not checked:
+            return
+        first = f"{split(checked[0][0])!r} / {checked[0][1]!r}"
+        what = f"{len(checked)} store items (the first {first})"
+        blobs = await self._embed([item[2] for item in items], index, what)
+        rows = [(*item, _clock(), blob) for item, blob in zip(checked, blobs, strict=True)]
+        await self._write_many(rows)
+
     async def _embed(
-        self, namespace: Namespace, key: str, value: dict[str, Any], index: IndexArg
-    ) -> bytes | None:
-        """The vectors' blob of a value about to be put, or None (not indexed)."""
+        self, values: list[dict[str, Any]], index: IndexArg, what: str
+    ) -> list[bytes | None]:
+        """The vectors' blob of each value about to be put, or None (not indexed)."""
         if self._index is None:
             if index is None or index is False:
-                return None
+                return [None] * len(values)
             raise ValueError(
                 f"aput(..., index={index!r:.60}): this store has no semantic index; create it "
                 "with index={'dims': ..., 'embed': ...} to embed items, or leave index out"
             )
         paths = self._index.paths_for(index)
         if paths is None:
-            return None
-        what = f"Store item {namespace!r} / {key!r}"
-        vectors = await self._index.embed_item(value, paths, what)
-        return pack(vectors, self._index.dims) if vectors else None
+            return [None] * len(values)
+        found = await self._index.embed_values(values, paths, what)
+        return [pack(vectors, self._index.dims) if vectors else None for vectors in found]
 
     async def aget(self, namespace: Sequence[str], key: str) -> Item | None:
         """The item under (namespace, key), or None."""
@@ -299,6 +329,14 @@ class BaseStore(ABC):
     ) -> None:
         """`aput`, blocking (from synchronous code; never from the event loop's own thread)."""
         self._blocking(self.aput(namespace, key, value, index))
+
+    def put_many(
+        self,
+        items: Sequence[tuple[Sequence[str], str, dict[str, Any]]],
+        index: IndexArg = None,
+    ) -> None:
+        """`aput_many`, blocking."""
+        self._blocking(self.aput_many(items, index))
 
     def get(self, namespace: Sequence[str], key: str) -> Item | None:
         """`aget`, blocking."""

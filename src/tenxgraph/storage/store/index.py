@@ -84,12 +84,24 @@ class SemanticIndex:
             return None
         return [parse_path(field) for field in check_fields(index, "index")]
 
-    async def embed_item(self, value: dict[str, Any], paths: list[Path], what: str) -> list[Any]:
-        """The vectors of the texts `paths` reach in `value` (none: no texts)."""
-        texts = [text for path in paths for text in texts_at(value, path) if text.strip()]
-        if not texts:
-            return []
-        return await self._call(self._documents, texts, what, "Nothing was written.")
+    async def embed_values(
+        self, values: list[dict[str, Any]], paths: list[Path], what: str
+    ) -> list[list[list[float]]]:
+        """Each value's vectors, of the texts `paths` reach in it (none: no texts), all
+        embedded in one call."""
+        texts = [
+            [text for path in paths for text in texts_at(value, path) if text.strip()]
+            for value in values
+        ]
+        every = [text for item in texts for text in item]
+        if not every:
+            return [[] for _ in values]
+        vectors = await self._call(self._documents, every, what, "Nothing was written.")
+        found: list[list[list[float]]] = []
+        for item in texts:
+            found.append(vectors[: len(item)])
+            vectors = vectors[len(item) :]
+        return found
 
     async def embed_query(self, query: str) -> list[float]:
         """The vector of a search query."""

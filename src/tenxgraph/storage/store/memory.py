@@ -32,14 +32,18 @@ class InMemoryStore(BaseStore):
     async def _write(
         self, namespace: str, key: str, value: str, now: float, vectors: bytes | None
     ) -> None:
-        with self._lock:
-            old = self._items.get((namespace, key))
-            created = now if old is None else old[3]
-            self._items[namespace, key] = (namespace, key, value, created, now)
-            if vectors is None:
-                self._vectors.pop((namespace, key), None)
-            else:
-                self._vectors[namespace, key] = vectors
+        await self._write_many([(namespace, key, value, now, vectors)])
+
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        with self._lock:  # no reader sees a part of the batch
+            for namespace, key, value, now, vectors in rows:
+                old = self._items.get((namespace, key))
+                created = now if old is None else old[3]
+                self._items[namespace, key] = (namespace, key, value, created, now)
+                if vectors is None:
+                    self._vectors.pop((namespace, key), None)
+                else:
+                    self._vectors[namespace, key] = vectors
 
     async def _read(self, namespace: str, key: str) -> Row | None:
         with self._lock:

@@ -114,16 +114,28 @@ class PostgresStore(PgTables, BaseStore):
 
     # -- rows ------------------------------------------------------------------------------
 
-    async def _write(
-        self, namespace: str, key: str, value: str, now: float, vectors: bytes | None
-    ) -> None:
-        query = (
+    def _upsert(self) -> str:
+        return (
             f"INSERT INTO {self._s}.{TABLE} "
             "(namespace, key, value, created_at, updated_at, vectors) "
             "VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (namespace, key) DO UPDATE SET "
             "value = excluded.value, updated_at = excluded.updated_at, vectors = excluded.vectors"
         )
+
+    async def _write(
+        self, namespace: str, key: str, value: str, now: float, vectors: bytes | None
+    ) -> None:
+        query = self._upsert()
         await self._run(lambda conn: conn.execute(query, namespace, key, value, now, vectors))
+
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        query = self._upsert()
+
+        async def write(conn: Connection) -> None:
+            async with conn.transaction():  # all or none; repeated whole on a lost connection
+                await conn.executemany(query, rows)
+
+        await self._run(write)
 
     async def _read(self, namespace: str, key: str) -> Row | None:
         query = (

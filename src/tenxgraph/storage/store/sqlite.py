@@ -100,6 +100,13 @@ class SqliteStore(SqliteFile, BaseStore):
         row = (namespace, key, value, now, now, vectors)
         await self._run(lambda conn: conn.execute(_UPSERT, row))
 
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        args = [
+            (namespace, key, value, now, now, vectors)
+            for namespace, key, value, now, vectors in rows
+        ]
+        await self._transaction(lambda conn: conn.executemany(_UPSERT, args))
+
     async def _read(self, namespace: str, key: str) -> Row | None:
         query = (
             f"SELECT namespace, key, value, created_at, updated_at FROM {TABLE} "
