@@ -356,6 +356,10 @@ async def test_a_store_without_an_index_refuses_a_query(tmp_path: Path) -> None:
         ({"dims": 2, "embed": 3}, "embed must be a function"),
         ({"dims": 2}, "embed must be a function"),
         ({"dims": 2, "embed": " "}, "embed is an empty model name"),
+        (
+            {"dims": 2, "embed": "openai:text-embedding-3-small"},
+            "litellm, which tenxgraph calls, names that model 'openai/text-embedding-3-small'",
+        ),
         ({"dims": 2, "embed": bag, "fields": []}, "non-empty list of field paths"),
         ({"dims": 2, "embed": bag, "fields": "text"}, "non-empty list of field paths"),
         ({"dims": 2, "embed": bag, "fields": ["a..b"]}, "field path 'a..b'"),

@@ -63,7 +63,7 @@ class SemanticIndex:
                 f"index: dims must be a positive int (the vectors' length), not {dims!r}"
             )
         self.dims = dims
-        self.config = config
+        self.config = config.copy()
         fields = config.get("fields")
         self.fields = [WHOLE] if fields is None else check_fields(fields, "index: fields")
         self.paths = [parse_path(field) for field in self.fields]
@@ -98,9 +98,10 @@ class SemanticIndex:
             return [[] for _ in values]
         vectors = await self._call(self._documents, every, what, "Nothing was written.")
         found: list[list[list[float]]] = []
+        start = 0
         for item in texts:
-            found.append(vectors[: len(item)])
-            vectors = vectors[len(item) :]
+            found.append(vectors[start : start + len(item)])
+            start += len(item)
         return found
 
     async def embed_query(self, query: str) -> list[float]:
@@ -174,6 +175,12 @@ def _callers(embed: object) -> tuple[Caller, Caller]:
     if isinstance(embed, str):
         if not embed.strip():
             raise ValueError("index: embed is an empty model name")
+        if ":" in embed and "/" not in embed:
+            provider, _, name = embed.partition(":")
+            raise ValueError(
+                f"index: embed {embed!r} is LangGraph's 'provider:model' form; litellm, which "
+                f"tenxgraph calls, names that model {provider + '/' + name!r}"
+            )
         return _litellm(embed), _litellm(embed)
     if hasattr(embed, "aembed_documents") or hasattr(embed, "embed_documents"):
         return _method(embed, "documents"), _method(embed, "query")
