@@ -153,6 +153,13 @@ class ResourceNotFoundError(StorageError):
     default_code = "STORAGE_NOT_FOUND_001"
 
 
+class EmbeddingError(StorageError):
+    """A store's embedding function failed or gave vectors that do not fit its index (wrong
+    count, wrong dims, not numbers). Nothing was written; the cause is the `__cause__`."""
+
+    default_code = "STORAGE_EMBEDDING_001"
+
+
 class MetricsError(GraphError):
     """A metrics or callback sink failed."""
 
@@ -271,6 +278,7 @@ class UnsafeURLError(FetchError):
 
 __all__ = [
     "BudgetExceededError",
+    "EmbeddingError",
     "FetchError",
     "GraphError",
     "GraphRecursionError",

@@ -214,6 +214,7 @@ class StorePut(Body):
     namespace: list[str] = Field(min_length=1)
     key: str = Field(min_length=1)
     value: dict[str, Any]
+    index: Literal[False] | list[str] | None = None
 
 
 class StoreSearch(Body):

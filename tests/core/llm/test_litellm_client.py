@@ -33,6 +33,7 @@ from tenxgraph.core.llm.litellm_client import load_litellm
 from tenxgraph.core.llm.retry import is_retryable
 from tenxgraph.core.state import Message
 from tenxgraph.core.state.message_block import ToolCallBlock
+from tenxgraph.utils import litellm_import
 from tests.core.llm._support import USAGE_EVENT, drain, event, sent, sse
 from tests.core.llm._support import completion as support_completion
 
@@ -460,7 +461,7 @@ def test_litellm_is_imported_once_with_the_bundled_price_list_forced(
     finder = FakeLiteLLM()
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
     monkeypatch.delenv("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", raising=False)
-    monkeypatch.setattr(litellm_client, "_litellm", None)
+    monkeypatch.setattr(litellm_import, "_litellm", None)
     monkeypatch.delitem(sys.modules, "litellm", raising=False)
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     module = litellm_client.load_litellm()
@@ -488,7 +489,7 @@ def test_litellm_import_heap_is_frozen_out_of_garbage_collection(
         monkeypatch.delenv("TENXGRAPH_GC_FREEZE", raising=False)
     else:
         monkeypatch.setenv("TENXGRAPH_GC_FREEZE", setting)
-    monkeypatch.setattr(litellm_client, "_litellm", None)
+    monkeypatch.setattr(litellm_import, "_litellm", None)
     monkeypatch.delitem(sys.modules, "litellm", raising=False)
     monkeypatch.setattr(sys, "meta_path", [FakeLiteLLM(), *sys.meta_path])
     litellm_client.load_litellm()

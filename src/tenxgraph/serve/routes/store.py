@@ -13,11 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tenxgraph.core.exceptions import EmbeddingError
 from tenxgraph.serve import schemas
 from tenxgraph.serve.http import HTTPError, answer, read_body
 from tenxgraph.serve.records import iso
 from tenxgraph.serve.server import Server
-from tenxgraph.storage.store.base import BaseStore, Item
+from tenxgraph.storage.store.base import BaseStore, Item, SearchItem
 
 
 async def _open(request: Request) -> tuple[BaseStore, tuple[str, ...]]:
@@ -36,6 +37,7 @@ def _item_json(item: Item, hidden: int) -> dict[str, Any]:
         "value": item.value,
         "created_at": iso(item.created_at),
         "updated_at": iso(item.updated_at),
+        **({"score": item.score} if isinstance(item, SearchItem) else {}),
     }
 
 
@@ -57,13 +59,15 @@ async def _call(work: Any) -> Any:
         return await work
     except ValueError as exc:
         raise HTTPError(422, str(exc)) from None
+    except EmbeddingError as exc:  # the store's embedding model failed: nothing was written
+        raise HTTPError(502, exc.message) from None
 
 
 async def put_item(request: Request) -> Response:
     store, mine = await _open(request)
     server: Server = request.app.state.tenxgraph
     body = await read_body(request, schemas.StorePut, server.body_limit)
-    await _call(store.aput((*mine, *body.namespace), body.key, body.value))
+    await _call(store.aput((*mine, *body.namespace), body.key, body.value, body.index))
     return Response(status_code=204)
 
 
@@ -92,7 +96,9 @@ async def search_items(request: Request) -> Response:
     body = await read_body(request, schemas.StoreSearch, server.body_limit)
     prefix: Sequence[str] = (*mine, *body.namespace_prefix)
     items = await _call(
-        store.asearch(prefix, filter=body.filter, limit=body.limit, offset=body.offset)
+        store.asearch(
+            prefix, query=body.query, filter=body.filter, limit=body.limit, offset=body.offset
+        )
     )
     return answer({"items": [_item_json(item, len(mine)) for item in items]})
 

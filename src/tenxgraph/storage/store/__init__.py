@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from tenxgraph._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from tenxgraph.storage.store.base import BaseStore, Item
+    from tenxgraph.storage.store.base import BaseStore, Item, SearchItem
+    from tenxgraph.storage.store.index import IndexConfig
     from tenxgraph.storage.store.memory import InMemoryStore
     from tenxgraph.storage.store.postgres import PostgresStore
     from tenxgraph.storage.store.sqlite import SqliteStore
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "BaseStore": "tenxgraph.storage.store.base",
     "Item": "tenxgraph.storage.store.base",
+    "SearchItem": "tenxgraph.storage.store.base",
+    "IndexConfig": "tenxgraph.storage.store.index",
     "InMemoryStore": "tenxgraph.storage.store.memory",
     "SqliteStore": "tenxgraph.storage.store.sqlite",
     "PostgresStore": "tenxgraph.storage.store.postgres",
@@ -33,4 +36,12 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
-__all__ = ["BaseStore", "InMemoryStore", "Item", "PostgresStore", "SqliteStore"]
+__all__ = [
+    "BaseStore",
+    "InMemoryStore",
+    "IndexConfig",
+    "Item",
+    "PostgresStore",
+    "SearchItem",
+    "SqliteStore",
+]

@@ -5,7 +5,12 @@ may hold both; their names never clash).
 A namespace is stored as its labels joined by "/" (no label holds one), so a prefix search
 is a range of the primary key (namespace, key): "a/b" itself, or "a/b/" <= namespace <
 "a/b0". Values are JSON text, never a JSON column type, so they read back exactly as they
-were written (PostgreSQL's jsonb would reorder keys and rewrite numbers).
+were written (PostgreSQL's jsonb would reorder keys and rewrite numbers). An item's vectors
+(`_vectors`; NULL when it has none) are a binary column of its row, written with its value
+in one statement: an item and its vectors never disagree.
+
+Versions: 1, the first tables; 2, the `vectors` column (added to version 1 tables when a
+store opens them).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ TABLE = "tx_store_items"
 #: that a later tenxgraph can migrate them and an older one refuses what it cannot read
 VERSION_TABLE = "tx_store_schema_version"
 #: the version of the store's tables this code writes; bump it with a migration
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 
 _ORDER = "ORDER BY updated_at DESC, key, namespace"
 
@@ -55,6 +60,14 @@ def rows_query(
     return query, args
 
 
+def vector_rows_query(prefix: Namespace, placeholder: str = "?") -> tuple[str, list[str]]:
+    """The query of `_vector_rows`, with its parameters."""
+    where, params = where_under(prefix, placeholder)
+    where = f"{where} AND vectors IS NOT NULL" if where else "WHERE vectors IS NOT NULL"
+    query = f"SELECT namespace, key, value, created_at, updated_at, vectors FROM {TABLE} {where}"
+    return query, params
+
+
 def namespaces_query(prefix: Namespace, placeholder: str = "?") -> tuple[str, list[str]]:
     """The query of `_namespace_texts`, with its parameters."""
     where, params = where_under(prefix, placeholder)
@@ -79,5 +92,6 @@ __all__ = [
     "check_version",
     "namespaces_query",
     "rows_query",
+    "vector_rows_query",
     "where_under",
 ]

@@ -29,9 +29,11 @@ from tenxgraph.storage.store._sql import (
     check_version,
     namespaces_query,
     rows_query,
+    vector_rows_query,
 )
 from tenxgraph.storage.store._values import Namespace
-from tenxgraph.storage.store.base import BaseStore, Row
+from tenxgraph.storage.store.base import BaseStore, Row, VectorRow
+from tenxgraph.storage.store.index import IndexConfig
 
 T = TypeVar("T")
 
@@ -48,6 +50,7 @@ def _schema(s: str) -> tuple[str, ...]:
             value TEXT NOT NULL,
             created_at DOUBLE PRECISION NOT NULL,
             updated_at DOUBLE PRECISION NOT NULL,
+            vectors BYTEA,
             PRIMARY KEY (namespace, key))""",
         f"CREATE INDEX IF NOT EXISTS {TABLE}_updated ON {s}.{TABLE} (updated_at DESC, key)",
     )
@@ -58,7 +61,9 @@ class PostgresStore(PgTables, BaseStore):
 
     Pools as `PgCheckpointer`'s: one per event loop using the store, `min_size`..`max_size`
     connections, closed by `aclose()` or when that loop shuts down. Lost connections are
-    retried `retries` times (every call is safe to repeat: an upsert, a delete, a read)."""
+    retried `retries` times (every call is safe to repeat: an upsert, a delete, a read).
+    `index`: embed items for `asearch(..., query=...)` (`IndexConfig`; plain `bytea`
+    columns, no pgvector)."""
 
     def __init__(
         self,
@@ -68,8 +73,10 @@ class PostgresStore(PgTables, BaseStore):
         min_size: int = 1,
         max_size: int = 10,
         retries: int = 3,
+        index: IndexConfig | None = None,
     ) -> None:
         check_schema(schema)
+        self._set_index(index)
         if retries < 0:
             raise ValueError("retries must be >= 0")
         load_asyncpg("PostgresStore")  # fail here, with the install hint, not on first use
@@ -99,16 +106,36 @@ class PostgresStore(PgTables, BaseStore):
                 await conn.execute(
                     f"INSERT INTO {self._s}.{VERSION_TABLE} VALUES ($1)", STORE_SCHEMA_VERSION
                 )
+            elif found < 2:  # version 1: no vectors column
+                await conn.execute(f"ALTER TABLE {self._s}.{TABLE} ADD COLUMN vectors BYTEA")
+                await conn.execute(
+                    f"UPDATE {self._s}.{VERSION_TABLE} SET version = $1", STORE_SCHEMA_VERSION
+                )
 
     # -- rows ------------------------------------------------------------------------------
 
-    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
-        query = (
-            f"INSERT INTO {self._s}.{TABLE} (namespace, key, value, created_at, updated_at) "
-            "VALUES ($1, $2, $3, $4, $4) ON CONFLICT (namespace, key) DO UPDATE SET "
-            "value = excluded.value, updated_at = excluded.updated_at"
+    def _upsert(self) -> str:
+        return (
+            f"INSERT INTO {self._s}.{TABLE} "
+            "(namespace, key, value, created_at, updated_at, vectors) "
+            "VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (namespace, key) DO UPDATE SET "
+            "value = excluded.value, updated_at = excluded.updated_at, vectors = excluded.vectors"
         )
-        await self._run(lambda conn: conn.execute(query, namespace, key, value, now))
+
+    async def _write(
+        self, namespace: str, key: str, value: str, now: float, vectors: bytes | None
+    ) -> None:
+        query = self._upsert()
+        await self._run(lambda conn: conn.execute(query, namespace, key, value, now, vectors))
+
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        query = self._upsert()
+
+        async def write(conn: Connection) -> None:
+            async with conn.transaction():  # all or none; repeated whole on a lost connection
+                await conn.executemany(query, rows)
+
+        await self._run(write)
 
     async def _read(self, namespace: str, key: str) -> Row | None:
         query = (
@@ -127,6 +154,12 @@ class PostgresStore(PgTables, BaseStore):
         query = query.replace(f"FROM {TABLE}", f"FROM {self._s}.{TABLE}", 1)
         rows = await self._run(lambda conn: conn.fetch(query, *args))
         return [_row(row) for row in rows]
+
+    async def _vector_rows(self, prefix: Namespace) -> list[VectorRow]:
+        query, args = vector_rows_query(prefix, _PG)
+        query = query.replace(f"FROM {TABLE}", f"FROM {self._s}.{TABLE}", 1)
+        rows = await self._run(lambda conn: conn.fetch(query, *args))
+        return [(*_row(row), bytes(row[5])) for row in rows]
 
     async def _namespace_texts(self, prefix: Namespace) -> list[str]:
         query, args = namespaces_query(prefix, _PG)

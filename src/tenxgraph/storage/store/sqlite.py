@@ -21,9 +21,11 @@ from tenxgraph.storage.store._sql import (
     check_version,
     namespaces_query,
     rows_query,
+    vector_rows_query,
 )
 from tenxgraph.storage.store._values import Namespace
-from tenxgraph.storage.store.base import BaseStore, Row
+from tenxgraph.storage.store.base import BaseStore, Row, VectorRow
+from tenxgraph.storage.store.index import IndexConfig
 
 T = TypeVar("T")
 
@@ -37,14 +39,15 @@ _SCHEMA = (
         value TEXT NOT NULL,
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
+        vectors BLOB,
         PRIMARY KEY (namespace, key))""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_updated ON {TABLE} (updated_at DESC, key)",
 )
 
 _UPSERT = (
-    f"INSERT INTO {TABLE} (namespace, key, value, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET "
-    "value = excluded.value, updated_at = excluded.updated_at"
+    f"INSERT INTO {TABLE} (namespace, key, value, created_at, updated_at, vectors) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, key) DO UPDATE SET "
+    "value = excluded.value, updated_at = excluded.updated_at, vectors = excluded.vectors"
 )
 
 
@@ -52,17 +55,25 @@ class SqliteStore(SqliteFile, BaseStore):
     """Items in one SQLite file (default `~/.tenxgraph/checkpoints.db`, the checkpointer's).
 
     A write that waits longer than `busy_timeout` seconds for another process's write lock
-    raises `TransientStorageError`; retry it."""
+    raises `TransientStorageError`; retry it. `index`: embed items for
+    `asearch(..., query=...)` (`IndexConfig`)."""
 
     what = "store"
 
-    def __init__(self, db_path: str | Path = DEFAULT_DB_PATH, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        db_path: str | Path = DEFAULT_DB_PATH,
+        *,
+        busy_timeout: float = 5.0,
+        index: IndexConfig | None = None,
+    ) -> None:
         if str(db_path) == ":memory:":
             raise ValueError(
                 "SqliteStore keeps memories across runs in a file; for memories in this process "
                 "only, use InMemoryStore()"
             )
         SqliteFile.__init__(self, db_path, busy_timeout)
+        self._set_index(index)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.db_path)!r})"
@@ -77,11 +88,24 @@ class SqliteStore(SqliteFile, BaseStore):
         check_version(f"SQLite database {str(self.db_path)!r}", found)
         if found is None:
             conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (?)", (STORE_SCHEMA_VERSION,))
+        elif found < 2:  # version 1: no vectors column
+            conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN vectors BLOB")
+            conn.execute(f"UPDATE {VERSION_TABLE} SET version = ?", (STORE_SCHEMA_VERSION,))
 
     # -- rows ------------------------------------------------------------------------------
 
-    async def _write(self, namespace: str, key: str, value: str, now: float) -> None:
-        await self._run(lambda conn: conn.execute(_UPSERT, (namespace, key, value, now, now)))
+    async def _write(
+        self, namespace: str, key: str, value: str, now: float, vectors: bytes | None
+    ) -> None:
+        row = (namespace, key, value, now, now, vectors)
+        await self._run(lambda conn: conn.execute(_UPSERT, row))
+
+    async def _write_many(self, rows: list[tuple[str, str, str, float, bytes | None]]) -> None:
+        args = [
+            (namespace, key, value, now, now, vectors)
+            for namespace, key, value, now, vectors in rows
+        ]
+        await self._transaction(lambda conn: conn.executemany(_UPSERT, args))
 
     async def _read(self, namespace: str, key: str) -> Row | None:
         query = (
@@ -99,6 +123,11 @@ class SqliteStore(SqliteFile, BaseStore):
         query, args = rows_query(prefix, limit, offset)
         rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
         return [_row(row) for row in rows]
+
+    async def _vector_rows(self, prefix: Namespace) -> list[VectorRow]:
+        query, args = vector_rows_query(prefix)
+        rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
+        return [(*_row(row), bytes(row[5])) for row in rows]
 
     async def _namespace_texts(self, prefix: Namespace) -> list[str]:
         query, args = namespaces_query(prefix)
