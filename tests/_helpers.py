@@ -147,6 +147,26 @@ def tools_only(tools: Iterable[Callable[..., Any]], **compile_options: Any) -> C
 # -- a fake summary model -------------------------------------------------------------------
 
 
+class Lookups:
+    """A `lookup` tool that records the queries it ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def lookup(self, q: str) -> str:
+        """Look something up."""
+        self.ran.append(q)
+        return f"found {q}"
+
+
+def react(model: Callable[..., Any], tools: Lookups, **compile_options: Any) -> Any:
+    """A ReactAgent on `model` (a FunctionModel's function) with the `lookup` tool."""
+    from tenxgraph.core.llm import FunctionModel
+    from tenxgraph.prebuilt import ReactAgent
+
+    return ReactAgent(FunctionModel(model), [tools.lookup]).compile(**compile_options)
+
+
 class Summarizer:
     """A FunctionModel function standing in for the summary model: answers "summary 1",
     "summary 2"... (or always `reply`), and keeps what it was asked."""

@@ -23,7 +23,7 @@ from tenxgraph.prebuilt import ReactAgent, tools_condition
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import END, START
-from tests._helpers import roles, thread, tool_call
+from tests._helpers import Lookups, react, roles, thread, tool_call
 from tests.core.graph._support import chain, inp
 
 
@@ -55,20 +55,6 @@ class Model:
         if self.cost is not None:
             answer.metadata["cost"] = self.cost
         return answer
-
-
-class Lookups:
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    def lookup(self, q: str) -> str:
-        """Look something up."""
-        self.ran.append(q)
-        return f"found {q}"
-
-
-def react(model: Model, tools: Lookups, **compile_options: Any) -> Any:
-    return ReactAgent(FunctionModel(model), [tools.lookup]).compile(**compile_options)
 
 
 async def full(app: Any, config: dict[str, Any], data: Any = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from tenxgraph.storage.checkpointer import (
 )
 from tenxgraph.utils import interrupt
 from tenxgraph.utils.constants import START
-from tests._helpers import roles, thread, tool_call
+from tests._helpers import Lookups, react, roles, thread, tool_call
 from tests.core.graph._support import chain, inp
 from tests.storage.conftest import Backend, sql_backend
 
@@ -60,20 +60,6 @@ class Model:
         answer.usages = TokenUsages(prompt_tokens=10, completion_tokens=5, total_tokens=15)
         answer.metadata["cost"] = self.cost
         return answer
-
-
-class Lookups:
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    def lookup(self, q: str) -> str:
-        """Look something up."""
-        self.ran.append(q)
-        return f"found {q}"
-
-
-def react(model: Model, tools: Lookups, **options: Any) -> Any:
-    return ReactAgent(FunctionModel(model), [tools.lookup]).compile(**options)
 
 
 async def turn(app: Any, config: dict[str, Any], text: str = "go") -> dict[str, Any]:

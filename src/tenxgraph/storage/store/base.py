@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -238,16 +238,10 @@ class BaseStore(ABC):
             return await self._ranked(prefix, query, wanted, limit, offset)
         if wanted is None:
             return [_found(row, None) for row in await self._rows(prefix, limit, offset)]
-        found: list[SearchItem] = []
         if limit == 0:
-            return found
-        for row in await self._rows(prefix, None, 0):
-            item = _found(row, None)
-            if _matches(item.value, wanted):
-                found.append(item)
-                if len(found) == offset + limit:
-                    break
-        return found[offset:]
+            return []
+        rows = await self._rows(prefix, None, 0)
+        return _page((_found(row, None) for row in rows), wanted, limit, offset)
 
     async def _ranked(
         self,
@@ -281,14 +275,7 @@ class BaseStore(ABC):
                 )
             scored.append((best_score(target, row[5]), row))
         scored.sort(key=lambda pair: (-pair[0], -pair[1][4], pair[1][1], pair[1][0]))
-        found: list[SearchItem] = []
-        for score, row in scored:
-            item = _found(row, score)
-            if wanted is None or _matches(item.value, wanted):
-                found.append(item)
-                if len(found) == offset + limit:
-                    break
-        return found[offset:]
+        return _page((_found(row, score) for score, row in scored), wanted, limit, offset)
 
     async def alist_namespaces(
         self,
@@ -404,6 +391,20 @@ def _found(row: Sequence[Any], score: float | None) -> SearchItem:
     namespace = split(row[0])
     value = decode_value(namespace, row[1], row[2])
     return SearchItem(namespace, row[1], value, row[3], row[4], score)
+
+
+def _page(
+    items: Iterable[SearchItem], wanted: list[tuple[str, str]] | None, limit: int, offset: int
+) -> list[SearchItem]:
+    """The page `offset`..`offset + limit` of the `items` that match `wanted` (all: None),
+    read no further than that page's end."""
+    found: list[SearchItem] = []
+    for item in items:
+        if wanted is None or _matches(item.value, wanted):
+            found.append(item)
+            if len(found) == offset + limit:
+                break
+    return found[offset:]
 
 
 def _matches(value: dict[str, Any], wanted: list[tuple[str, str]]) -> bool:
