@@ -3,6 +3,7 @@ PostgreSQL (when TENXGRAPH_TEST_PG_DSN names a server)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -136,8 +137,46 @@ async def test_releasing_a_thread_deletes_only_the_blobs_no_other_thread_owns(
 
 
 async def test_owning_a_blob_the_store_does_not_hold_records_nothing(media: MediaStore) -> None:
-    await media.aadd_owners("t1", ["f" * 64])
+    held = str((await media.aput(PNG, "image/png")).sha256)
+    assert await media.aadd_owners("t1", ["f" * 64, held]) == {"f" * 64}  # the one not held
     assert await media.aowners("f" * 64) == set()
+    assert await media.aowners(held) == {"t1"}
+    assert await media.aadd_owners("t1", [held]) == set()
+
+
+async def test_a_blob_released_between_a_save_s_put_and_its_owning_is_put_again(
+    media: MediaStore,
+) -> None:
+    """Thread B saves a picture that thread A's message already stored: B's put finds the
+    blob there, and A is deleted (its blob released) before B records itself as an owner.
+    B's save puts the bytes again, so what B stores can be read back."""
+    import base64
+
+    from tenxgraph.core.state import ImageBlock, Message
+    from tenxgraph.storage.media.offload import MediaOffload
+
+    picture = PNG * 8
+    sha = str((await media.aput(picture, "image/png")).sha256)
+    await media.aadd_owners("A", [sha])
+    real_put = media.aput
+    puts = []
+
+    async def put_then_release_a(data: bytes, mime_type: str, **kwargs: object) -> MediaRef:
+        ref = await real_put(data, mime_type)
+        puts.append(ref.sha256)
+        if len(puts) == 1:  # A's deletion lands between B's put and B's owning
+            assert await media.arelease_thread("A") == [sha]
+        return ref
+
+    media.aput = put_then_release_a  # type: ignore[method-assign]
+    inline = MediaRef(kind="data", data_base64=base64.b64encode(picture).decode(),
+                      mime_type="image/png")  # fmt: skip
+    message = Message.multimodal_message([ImageBlock(media=inline)])
+    [stored] = await MediaOffload(media, threshold=100).prepare("B", [message])
+    assert stored.content[0].media.sha256 == sha
+    assert puts == [sha, sha]  # put, found deleted when owned, put again
+    assert await media.aget(sha) == picture
+    assert await media.aowners(sha) == {"B"}
 
 
 async def test_gc_sweeps_unowned_blobs_older_than_the_grace_period(
@@ -219,3 +258,84 @@ async def test_sweepable_names_what_gc_would_delete_and_deletes_nothing(
     assert [(i.sha256, i.size_bytes) for i in swept] == [(old.sha256, 15)]
     assert len(await media.alist()) == 3
     assert await media.agc(older_than=50) == [i.sha256 for i in swept]
+
+
+# -- PostgreSQL: owning and deleting a blob at the same moment ----------------------------------
+
+
+@pytest.fixture
+async def pg_media() -> AsyncIterator[tuple[MediaStore, str, str]]:
+    from tenxgraph.storage.media import PostgresMediaStore
+
+    dsn, schema = pg_dsn(), fresh_schema()
+    store = PostgresMediaStore(dsn, schema=schema, max_size=2)
+    await store.asetup()
+    try:
+        yield store, dsn, schema
+    finally:
+        await store.aclose()
+        await drop_schema(dsn, schema)
+
+
+async def blocked_by(conn: object, task: asyncio.Task[object]) -> None:
+    """Until some backend waits on a lock that `conn`'s backend holds (the task's statement),
+    checked by asking PostgreSQL; fails if the task ends first."""
+    pid = await conn.fetchval("SELECT pg_backend_pid()")  # type: ignore[attr-defined]
+    query = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+    while not await conn.fetchval(query, pid):  # type: ignore[attr-defined]
+        assert not task.done(), "the statement did not wait for the lock"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_blob_owned_while_its_release_runs_is_kept(
+    pg_media: tuple[MediaStore, str, str],
+) -> None:
+    """B owns the blob in a transaction not yet committed; A's release of the same blob waits
+    for it, then sees B's ownership and keeps the blob."""
+    import asyncpg
+
+    media, dsn, schema = pg_media
+    sha = str((await media.aput(PNG, "image/png")).sha256)
+    await media.aadd_owners("A", [sha])
+    b = await asyncpg.connect(dsn)
+    try:
+        transaction = b.transaction()
+        await transaction.start()
+        await b.fetch(  # what aadd_owners does, held open
+            f'SELECT sha256 FROM "{schema}".tx_media_blobs WHERE sha256 = $1 FOR KEY SHARE', sha
+        )
+        await b.execute(f'INSERT INTO "{schema}".tx_media_owners VALUES ($1, $2)', "B", sha)
+        release = asyncio.ensure_future(media.arelease_thread("A"))
+        await blocked_by(b, release)
+        await transaction.commit()
+        assert await release == []
+    finally:
+        await b.close()
+    assert await media.aget(sha) == PNG
+    assert await media.aowners(sha) == {"B"}
+
+
+async def test_owning_a_blob_while_its_release_deletes_it_reports_it_missing(
+    pg_media: tuple[MediaStore, str, str],
+) -> None:
+    """A's release has locked and deleted the blob, not yet committed; B's owning waits for
+    it and then reports the blob as not held (so B's save puts the bytes again)."""
+    import asyncpg
+
+    media, dsn, schema = pg_media
+    sha = str((await media.aput(PNG, "image/png")).sha256)
+    a = await asyncpg.connect(dsn)
+    try:
+        transaction = a.transaction()
+        await transaction.start()
+        await a.fetch(
+            f'SELECT sha256 FROM "{schema}".tx_media_blobs WHERE sha256 = $1 FOR UPDATE', sha
+        )
+        await a.execute(f'DELETE FROM "{schema}".tx_media_blobs WHERE sha256 = $1', sha)
+        owning = asyncio.ensure_future(media.aadd_owners("B", [sha]))
+        await blocked_by(a, owning)
+        await transaction.commit()
+        assert await owning == {sha}
+    finally:
+        await a.close()
+    assert await media.aowners(sha) == set()

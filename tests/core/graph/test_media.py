@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tenxgraph import Agent, Message
-from tenxgraph.core.exceptions import NodeError, ResourceNotFoundError
+from tenxgraph.core.exceptions import NodeError, SerializationError
 from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.state import DataBlock, DocumentBlock, ImageBlock, MediaRef, TextBlock
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
@@ -234,8 +234,11 @@ async def test_an_agent_sends_stored_media_inline() -> None:
 async def test_a_reference_to_another_store_is_an_error_naming_the_message() -> None:
     message = await Message.with_image(SMALL, "image/png", InMemoryMediaStore())
     app = linear(("agent", Agent(FunctionModel(Recorder()))))
-    with pytest.raises(ResourceNotFoundError, match="holds no media"):
-        await app.ainvoke({"messages": [message]}, thread())
+    config = thread()
+    with pytest.raises(SerializationError, match="the media store does not hold it") as refused:
+        await app.ainvoke({"messages": [message]}, config)
+    assert refused.value.context["sha256"] == message.content[0].media.sha256
+    assert await app.aget_state(config) is None  # refused before the input was stored
     app = linear(("agent", Agent(FunctionModel(Recorder()))), checkpointer=False)
     with pytest.raises(NodeError, match=f"message {message.message_id!r} .* no media store"):
         await app.ainvoke({"messages": [message]}, thread())

@@ -166,8 +166,11 @@ class MediaStore(ABC):
         """Delete a blob (whoever owns it) and its owners; True if it existed."""
 
     @abstractmethod
-    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
-        """Record that `thread_id`'s messages name these blobs (idempotent)."""
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> set[str]:
+        """Record that `thread_id`'s messages name these blobs (idempotent); returns those it
+        could not, because the store does not hold them (never put, or deleted meanwhile by
+        a release or `agc`). Once owned, a blob outlives any release or sweep running at the
+        same time: the SQL stores lock its row for the owning statement and the deleting one."""
 
     @abstractmethod
     async def aowners(self, sha256: str) -> set[str]:

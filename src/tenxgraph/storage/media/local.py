@@ -99,13 +99,13 @@ class LocalMediaStore(MediaStore):
     async def adelete(self, sha256: str) -> bool:
         return await self._run(lambda: self._drop(sha256))
 
-    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
-        wanted = list(sha256s)
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> set[str]:
+        wanted = set(sha256s)
 
-        def add() -> None:
-            held = [sha for sha in wanted if self._meta(sha).exists()]
+        def add() -> set[str]:
+            held = sorted(sha for sha in wanted if self._meta(sha).exists())
             if not held:
-                return
+                return wanted
             path = self._thread_file(thread_id)
             owned = set(_lines(path))
             for sha256 in held:
@@ -114,8 +114,9 @@ class LocalMediaStore(MediaStore):
                     _atomic_write(mark, thread_id.encode())
             if not owned.issuperset(held):
                 _atomic_write(path, "\n".join(sorted(owned.union(held))).encode())
+            return wanted.difference(held)
 
-        await self._run(add)
+        return await self._run(add)
 
     async def aowners(self, sha256: str) -> set[str]:
         def owners() -> set[str]:

@@ -40,11 +40,15 @@ class InMemoryMediaStore(MediaStore):
         self._info.pop(sha256, None)
         return self._blobs.pop(sha256, None) is not None
 
-    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> set[str]:
+        missing = set()
         for sha256 in sha256s:
             if sha256 in self._blobs:  # a blob deleted meanwhile is not resurrected
                 self._owners.setdefault(sha256, set()).add(thread_id)
                 self._owned.setdefault(thread_id, set()).add(sha256)
+            else:
+                missing.add(sha256)
+        return missing
 
     async def aowners(self, sha256: str) -> set[str]:
         return set(self._owners.get(sha256, ()))

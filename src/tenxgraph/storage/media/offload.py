@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import MediaRef, Message
 from tenxgraph.storage.media._blocks import has_media, media_of, rewrite_message
 from tenxgraph.storage.media.base import MediaStore, stored_sha256
@@ -56,6 +57,7 @@ class MediaOffload:
         if not any(has_media(m) for m in messages):
             return messages
         owned: set[str] = set()
+        put: dict[str, tuple[bytes, str]] = {}  # what this save stored itself, by sha256
         threshold = self.threshold
 
         async def offload(block: Any, media: MediaRef, kind: str) -> MediaRef | None:
@@ -73,6 +75,7 @@ class MediaOffload:
                 return None  # not base64: stored as it is
             ref = await self.store.aput(data, mime or "application/octet-stream")
             owned.add(str(ref.sha256))
+            put[str(ref.sha256)] = (data, ref.mime_type or "application/octet-stream")
             return media.model_copy(
                 update={"kind": "url", "url": ref.url, "data_base64": None, "sha256": ref.sha256,
                         "size_bytes": ref.size_bytes, "mime_type": ref.mime_type},
@@ -80,9 +83,34 @@ class MediaOffload:
 
         prepared = [await rewrite_message(m, offload) if has_media(m) else m for m in messages]
         if owned:
-            await self.store.aadd_owners(thread_id, owned)
+            await self._own(thread_id, owned, put)
         changed = any(a is not b for a, b in zip(prepared, messages, strict=True))
         return prepared if changed else messages
+
+    async def _own(
+        self, thread_id: str, owned: set[str], put: dict[str, tuple[bytes, str]]
+    ) -> None:
+        """Record `thread_id` as the owner of the blobs its messages name, before they are
+        saved. A blob deleted between this save's put and its owning (another thread's
+        release or a sweep took it: the put found it already there) is put again; one the
+        messages name but the store does not hold refuses the save."""
+        missing = await self.store.aadd_owners(thread_id, owned)
+        for _ in range(3):
+            again = missing.intersection(put)
+            if not again:
+                break
+            for sha in sorted(again):
+                await self.store.aput(*put[sha])
+            missing = missing.difference(again) | await self.store.aadd_owners(thread_id, again)
+        if missing:
+            sha = min(missing)
+            raise SerializationError(
+                f"Thread {thread_id!r}: cannot store a message naming media {sha}: the media "
+                "store does not hold it (never stored there, or deleted since). Put the bytes "
+                "in again (Message.with_image / with_file, or store.aput) and name the new "
+                "reference. Nothing was written.",
+                context={"thread_id": thread_id, "sha256": sha},
+            )
 
 
 __all__ = ["DEFAULT_OFFLOAD_THRESHOLD", "MediaOffload", "inline_bytes", "media_of"]

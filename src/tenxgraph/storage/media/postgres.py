@@ -96,15 +96,29 @@ class PostgresMediaStore(PgTables, MediaStore):
         )
         return await self._run(lambda conn: conn.fetchval(query, sha256)) is not None
 
-    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> set[str]:
         wanted = sorted(set(sha256s))
         if not wanted:
-            return
-        query = (
-            f"INSERT INTO {self._s}.{OWNERS} (thread_id, sha256) SELECT $1, sha256 "
-            f"FROM {self._s}.{BLOBS} WHERE sha256 = ANY($2::text[]) ON CONFLICT DO NOTHING"
+            return set()
+        # the blob rows are locked (KEY SHARE, in sha order) until the owners are committed:
+        # a release or sweep deleting one of them waits, then sees its new owner
+        held = (
+            f"SELECT sha256 FROM {self._s}.{BLOBS} WHERE sha256 = ANY($1::text[]) "
+            "ORDER BY sha256 FOR KEY SHARE"
         )
-        await self._run(lambda conn: conn.execute(query, thread_id, wanted))
+        own = (
+            f"INSERT INTO {self._s}.{OWNERS} (thread_id, sha256) "
+            "SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING"
+        )
+
+        async def add(conn: Connection) -> set[str]:
+            async with conn.transaction():
+                found = [str(row[0]) for row in await conn.fetch(held, wanted)]
+                if found:
+                    await conn.execute(own, thread_id, found)
+            return set(wanted).difference(found)
+
+        return await self._run(add)
 
     async def aowners(self, sha256: str) -> set[str]:
         query = f"SELECT thread_id FROM {self._s}.{OWNERS} WHERE sha256 = $1"
@@ -113,17 +127,11 @@ class PostgresMediaStore(PgTables, MediaStore):
 
     async def arelease_thread(self, thread_id: str) -> list[str]:
         released = f"DELETE FROM {self._s}.{OWNERS} WHERE thread_id = $1 RETURNING sha256"
-        query = (
-            f"DELETE FROM {self._s}.{BLOBS} b WHERE b.sha256 = ANY($1::text[]) "
-            f"AND {self._unowned()} RETURNING b.sha256"
-        )
 
         async def release(conn: Connection) -> list[str]:
             async with conn.transaction():
                 shas = [str(row[0]) for row in await conn.fetch(released, thread_id)]
-                if not shas:
-                    return []
-                return sorted(str(row[0]) for row in await conn.fetch(query, shas))
+                return await self._delete_unowned(conn, "b.sha256 = ANY($1::text[])", shas)
 
         return await self._run(release)
 
@@ -131,13 +139,31 @@ class PostgresMediaStore(PgTables, MediaStore):
         return f"NOT EXISTS (SELECT 1 FROM {self._s}.{OWNERS} o WHERE o.sha256 = b.sha256)"
 
     async def agc(self, *, older_than: float = DEFAULT_GC_GRACE) -> list[str]:
-        query = (
-            f"DELETE FROM {self._s}.{BLOBS} b WHERE b.created_at <= $1 AND {self._unowned()} "
+        cutoff = self._cutoff(older_than)
+
+        async def sweep(conn: Connection) -> list[str]:
+            async with conn.transaction():
+                return await self._delete_unowned(conn, "b.created_at <= $1", cutoff)
+
+        return await self._run(sweep)
+
+    async def _delete_unowned(self, conn: Connection, where: str, arg: Any) -> list[str]:
+        """Delete the blobs matching `where` that no thread owns, in the caller's transaction.
+        Their rows are locked first (in sha order), waiting for any statement owning one of
+        them to commit; the delete, a statement of its own, then sees those new owners."""
+        lock = (
+            f"SELECT b.sha256 FROM {self._s}.{BLOBS} b WHERE {where} AND {self._unowned()} "
+            "ORDER BY b.sha256 FOR UPDATE"
+        )
+        candidates = [str(row[0]) for row in await conn.fetch(lock, arg)]
+        if not candidates:
+            return []
+        delete = (
+            f"DELETE FROM {self._s}.{BLOBS} b WHERE b.sha256 = ANY($1::text[]) "
+            f"AND {self._unowned()} "
             "RETURNING b.sha256"
         )
-        cutoff = self._cutoff(older_than)
-        rows = await self._run(lambda conn: conn.fetch(query, cutoff))
-        return sorted(str(row[0]) for row in rows)
+        return sorted(str(row[0]) for row in await conn.fetch(delete, candidates))
 
     async def alist(self) -> list[StoredMedia]:
         query = f"{self._info_query()} ORDER BY sha256"

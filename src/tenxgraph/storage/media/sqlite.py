@@ -71,16 +71,22 @@ class SqliteMediaStore(SqliteFile, MediaStore):
 
         return await self._transaction(delete)
 
-    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> None:
+    async def aadd_owners(self, thread_id: str, sha256s: Iterable[str]) -> set[str]:
         wanted = sorted(set(sha256s))
         if not wanted:
-            return
+            return set()
         marks = ", ".join("?" * len(wanted))
-        query = (
+        held = f"SELECT sha256 FROM {BLOBS} WHERE sha256 IN ({marks})"
+        own = (
             f"INSERT INTO {OWNERS} (thread_id, sha256) SELECT ?, sha256 FROM {BLOBS} "
             f"WHERE sha256 IN ({marks}) ON CONFLICT DO NOTHING"
         )
-        await self._run(lambda conn: conn.execute(query, (thread_id, *wanted)))
+
+        def add(conn: sqlite3.Connection) -> set[str]:  # one transaction: no release between
+            conn.execute(own, (thread_id, *wanted))
+            return set(wanted).difference(row[0] for row in conn.execute(held, wanted))
+
+        return await self._transaction(add)
 
     async def aowners(self, sha256: str) -> set[str]:
         query = f"SELECT thread_id FROM {OWNERS} WHERE sha256 = ?"
