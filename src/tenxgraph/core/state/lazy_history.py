@@ -16,6 +16,7 @@ the list is an ordinary in-memory one.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import repeat
 from typing import Any, Protocol, SupportsIndex
 
 from tenxgraph.core.state.message import Message
@@ -73,16 +74,16 @@ class LazyHistory(MessageHistory):
     def of(cls, pager: Pager, stored: int, recent: list[Message]) -> LazyHistory:
         """The history of a log of `stored` messages of which `recent` are the last ones."""
         history = cls.__new__(cls)
-        _extend(history, [UNLOADED] * (stored - len(recent)))
+        unread = stored - len(recent)
+        # (from an iterator of known length: one allocation, no temporary list of `stored`)
+        _extend(history, repeat(UNLOADED, unread))
         _extend(history, recent)
         history._pager = pager
         history._stored = stored
         history._filled = min(len(recent), stored)
         pages = -(-stored // PAGE)
-        history._loaded = bytearray(pages)
-        for page in range(pages):
-            if page * PAGE >= stored - len(recent):
-                history._loaded[page] = 1
+        complete = -(-max(unread, 0) // PAGE)  # the first page the recent messages fill
+        history._loaded = bytearray(complete) + b"\x01" * (pages - complete)
         index = _IdIndex({m.message_id for m in recent}, stored)
         index.sealed = stored  # messages come sealed from the store
         history._index = index

@@ -80,7 +80,7 @@ class LogPager:
             found = self._blocking(
                 self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
             )
-            self._learn(wanted, found)
+            self.learn(wanted, found)
         present = self.present
         return {i for i in ids if i in present}
 
@@ -97,13 +97,14 @@ class LogPager:
         wanted = self._unknown(ids)
         if wanted:
             found = await self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
-            self._learn(wanted, found)
+            self.learn(wanted, found)
 
     def _unknown(self, ids: Collection[str | int]) -> list[str | int]:
         absent, present, born = self.absent, self.present, self.born
         return [i for i in ids if i not in absent and i not in present and not made_after(i, born)]
 
-    def _learn(self, wanted: list[str | int], found: set[str]) -> None:
+    def learn(self, wanted: list[str | int], found: set[str]) -> None:
+        """Remember which of `wanted` the log holds (`found`, as text)."""
         # the log below `stored` never changes: what is (not) in it now, always will (not) be
         if len(self.absent) + len(self.present) > _IDS_KEPT:
             self.absent.clear()
@@ -167,12 +168,20 @@ def sealed(messages: list[Message]) -> list[Message]:
 
 
 def lazy_state(
-    store: BaseCheckpointer, state: S, thread_id: str, generation: int, stored: int
+    store: BaseCheckpointer,
+    state: S,
+    thread_id: str,
+    generation: int,
+    stored: int,
+    known: tuple[list[str | int], set[str]] | None = None,
 ) -> S:
-    """`state`, decoded with its last messages only, given a history over the rest."""
+    """`state`, decoded with its last messages only, given a history over the rest. `known`:
+    ids looked up in the same read as the state, and those of them the log holds."""
     recent = sealed(state.context)
     if len(recent) < stored:
         pager = LogPager(store, thread_id, type(state), generation, stored)
+        if known is not None and known[0]:
+            pager.learn(*known)
         state.__dict__["context"] = LazyHistory.of(pager, stored, recent)
     return state
 

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -378,8 +378,14 @@ class SqliteCheckpointer(BaseCheckpointer):
         return ThreadSnapshot(thread_id, wanted, state)
 
     async def aload_recent(
-        self, thread_id: str, state_type: type[S], keep: int
+        self,
+        thread_id: str,
+        state_type: type[S],
+        keep: int,
+        look_up: Collection[str | int] = (),
     ) -> ThreadSnapshot[S] | None:
+        # (`look_up` is not answered here: a query of the local file costs little, and the
+        # merge asks it when it needs to)
         if self._memory:  # a shared in-memory database cannot be read beside a writer
             return await self.aload(thread_id, state_type)
         keep = max(keep, 0)
