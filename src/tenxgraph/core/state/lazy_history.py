@@ -38,6 +38,13 @@ class Pager(Protocol):
         """(position, message) of the log's system messages from `start` to `stop`;
         blocking."""
 
+    def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        """(position, message) of the positions `start` to `stop` the pager holds already
+        (read with the thread, decoded when first asked for): no query."""
+
+    def held(self) -> int:
+        """How many messages the pager holds not decoded yet (as their stored text)."""
+
 
 class _Unloaded:
     """Stands in a lazy history's list for a message still in the store. Never handed out."""
@@ -97,6 +104,9 @@ class LazyHistory(MessageHistory):
         stop = min(stop, self._stored)
         if pager is None or start >= stop:
             return
+        for position, message in pager.take(start, stop):
+            if _get(self, position) is UNLOADED:
+                self._place(position, message)
         loaded = self._loaded
         first, last = start // PAGE, (stop - 1) // PAGE
         page = first
@@ -111,15 +121,18 @@ class LazyHistory(MessageHistory):
             messages = pager.read(low, high)
             if len(messages) != high - low:
                 raise RuntimeError(f"the store gave {len(messages)} messages for {low}..{high}")
-            ids = self._index.ids if self._index is not None else None
             for offset, message in enumerate(messages):
                 if _get(self, low + offset) is UNLOADED:
-                    _set(self, low + offset, message)
-                    self._filled += 1
-                    if ids is not None:
-                        ids.add(message.message_id)
+                    self._place(low + offset, message)
             loaded[page : end + 1] = b"\x01" * (end + 1 - page)
             page = end + 1
+
+    def _place(self, position: int, message: Message) -> None:
+        """Put a stored message read now in its (unloaded) position."""
+        _set(self, position, message)
+        self._filled += 1
+        if self._index is not None:
+            self._index.ids.add(message.message_id)
 
     def _missing(self, page: int, start: int, stop: int) -> bool:
         """Whether positions `start` to `stop` on `page` lack a message (a page the recent
@@ -222,8 +235,10 @@ class LazyHistory(MessageHistory):
         return list.__repr__(self)
 
     def in_memory(self) -> int:
-        """How many of its messages are in memory (the others are still in the store)."""
-        return len(self) - self._stored + self._filled
+        """How many of its messages are in memory (the others are still in the store), the
+        ones its pager holds not decoded yet included."""
+        held = 0 if self._pager is None else self._pager.held()
+        return len(self) - self._stored + self._filled + held
 
     def materialized(self) -> list[Message]:
         """Every message, in a plain list (for serialisers that read a list's memory)."""

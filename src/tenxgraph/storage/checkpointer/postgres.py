@@ -72,7 +72,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, recent_state, sealed, system_rows
 
 T = TypeVar("T")
 
@@ -383,11 +383,9 @@ class PgCheckpointer(BaseCheckpointer):
         start = max(count - max(keep, 0), 0)
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
-        state = decode_state(state_type, thread_id, header, bodies, start)
         known = (list(look_up), {str(i) for i in found["found_ids"]})
-        return ThreadSnapshot(
-            thread_id, version, lazy_state(self, state, thread_id, generation, count, known)
-        )
+        state = recent_state(self, state_type, thread_id, header, bodies, generation, count, known)
+        return ThreadSnapshot(thread_id, version, state)
 
     async def _log_array(
         self, thread_id: str, generation: int, select: str, *params: Any

@@ -62,7 +62,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, recent_state, sealed, system_rows
 
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
@@ -418,10 +418,8 @@ class SqliteCheckpointer(BaseCheckpointer):
         if raw_header is None:
             raise missing_messages_error(thread_id, count, start + len(rows) - 1)
         header = stored_text(thread_id, "header", raw_header)
-        state = decode_state(state_type, thread_id, header, bodies, start)
-        return ThreadSnapshot(
-            thread_id, version, lazy_state(self, state, thread_id, generation, count)
-        )
+        state = recent_state(self, state_type, thread_id, header, bodies, generation, count)
+        return ThreadSnapshot(thread_id, version, state)
 
     async def _log_rows(
         self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
