@@ -3,7 +3,8 @@
     python benchmarks/stored_bytes.py [--turns 200] [--user-chars 300] [--reply-chars 500]
     TENXGRAPH_TEST_PG_DSN=postgresql://... python benchmarks/stored_bytes.py   # and PostgreSQL
 
-One thread of `--turns` turns (each an `ainvoke` of a one-node graph: a user message of
+One thread (`--threads` to have more, so that what every table and index takes at least
+weighs less) of `--turns` turns (each an `ainvoke` of a one-node graph: a user message of
 `--user-chars` characters, answered by an assistant message of `--reply-chars`; 800 characters
 a turn by default) in a new store, then:
 
@@ -52,8 +53,10 @@ def text(turn: int, role: str, size: int) -> str:
     return (f"[{role} {turn}] " + _FILLER * (size // len(_FILLER) + 1))[:size]
 
 
-async def run_thread(store: BaseCheckpointer, turns: int, user: int, reply: int) -> int:
-    """The turns on thread "t"; the bytes of its messages' JSON."""
+async def run_threads(
+    store: BaseCheckpointer, threads: int, turns: int, user: int, reply: int
+) -> int:
+    """`turns` turns on each of `threads` threads; the bytes of their messages' JSON."""
 
     async def answer(state: AgentState) -> Message:
         turn = len(state.context) // 2
@@ -64,26 +67,30 @@ async def run_thread(store: BaseCheckpointer, turns: int, user: int, reply: int)
     graph.add_edge(START, "answer")
     graph.add_edge("answer", END)
     app = graph.compile(checkpointer=store)
-    for turn in range(turns):
-        message = Message.text_message(text(turn, "user", user))
-        await app.ainvoke({"messages": [message]}, {"thread_id": "t"})
-    snapshot = await store.aload("t", AgentState)
-    assert snapshot is not None
-    assert len(snapshot.state.context) == 2 * turns
-    return sum(len(encode_message(m).encode()) for m in snapshot.state.context)
+    total = 0
+    for thread in range(threads):
+        thread_id = f"t{thread}"
+        for turn in range(turns):
+            message = Message.text_message(text(turn, "user", user))
+            await app.ainvoke({"messages": [message]}, {"thread_id": thread_id})
+        snapshot = await store.aload(thread_id, AgentState)
+        assert snapshot is not None
+        assert len(snapshot.state.context) == 2 * turns
+        total += sum(len(encode_message(m).encode()) for m in snapshot.state.context)
+    return total
 
 
-async def sqlite(turns: int, user: int, reply: int) -> None:
+async def sqlite(threads: int, turns: int, user: int, reply: int) -> None:
     with tempfile.TemporaryDirectory(prefix="tenxgraph-bytes-") as tmp:
         path = Path(tmp) / "threads.db"
         store = SqliteCheckpointer(path)
-        json_bytes = await run_thread(store, turns, user, reply)
+        json_bytes = await run_threads(store, threads, turns, user, reply)
         wal = path.with_name(path.name + "-wal")
         main_open = path.stat().st_size
         wal_open = wal.stat().st_size if wal.exists() else 0
         await store.aclose()
         closed = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-        print(f"messages_json {json_bytes} B ({2 * turns} messages)")
+        print(f"messages_json {json_bytes} B ({threads} x {2 * turns} messages)")
         print(
             f"sqlite file_open {main_open + wal_open} B = "
             f"{(main_open + wal_open) / json_bytes:.2f}x (the file {main_open} B, "
@@ -101,13 +108,13 @@ async def sqlite(turns: int, user: int, reply: int) -> None:
         print(f"  {'free pages':<28} {free * page:>9} B")
 
 
-async def postgres(dsn: str, turns: int, user: int, reply: int) -> None:
+async def postgres(dsn: str, threads: int, turns: int, user: int, reply: int) -> None:
     import asyncpg  # type: ignore[import-untyped]
 
     schema = f"bytes_{uuid.uuid4().hex[:12]}"
     store = PgCheckpointer(dsn, schema=schema)
     try:
-        json_bytes = await run_thread(store, turns, user, reply)
+        json_bytes = await run_threads(store, threads, turns, user, reply)
         await store.aclose()
         conn = await asyncpg.connect(dsn)
         try:
@@ -136,14 +143,15 @@ async def postgres(dsn: str, turns: int, user: int, reply: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--user-chars", type=int, default=300)
     parser.add_argument("--reply-chars", type=int, default=500)
     args: Any = parser.parse_args()
-    asyncio.run(sqlite(args.turns, args.user_chars, args.reply_chars))
+    asyncio.run(sqlite(args.threads, args.turns, args.user_chars, args.reply_chars))
     dsn = os.environ.get(PG_DSN_VAR)
     if dsn:
-        asyncio.run(postgres(dsn, args.turns, args.user_chars, args.reply_chars))
+        asyncio.run(postgres(dsn, args.threads, args.turns, args.user_chars, args.reply_chars))
     else:
         print(f"postgres skipped: {PG_DSN_VAR} is not set")
 
