@@ -1,7 +1,8 @@
 """`LazyHistory`: a thread's conversation whose older messages stay in the store until read.
 
 A thread loaded from a store that pages (SQLite, PostgreSQL) comes with its last messages in
-memory and the rest left where they are. It is a list, and behaves as one for every operation:
+memory (held by its pager as their stored text, each decoded when first read: `Pager.take`)
+and the rest left where they are. It is a list, and behaves as one for every operation:
 reading a message that is not in memory yet fetches its page (`PAGE` messages, one query);
 iterating, searching, comparing or printing the whole history fetches every missing page at
 once. Appending never fetches anything, so a turn that reads only recent messages costs the

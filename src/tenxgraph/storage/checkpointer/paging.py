@@ -1,6 +1,7 @@
 """Lazy histories over a store: what a thread loaded with its last messages only fetches later.
 
-`LogPager` is the `Pager` of a `LazyHistory` built by a store's `aload_recent`: it reads the
+`LogPager` is the `Pager` of a `LazyHistory` built by a store's `aload_recent`: it holds the
+rows read with the thread (their text, each decoded when first read) and reads the rest of the
 thread's stored log (positions below `stored`, written once and never changed) for synchronous
 code, on the process's read loop, through the store's own `aread_log` and `afind_ids`.
 """
