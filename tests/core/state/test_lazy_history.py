@@ -38,6 +38,12 @@ class ListPager:
         self.reads.append((start, start))  # an index look-up: no message read in between
         return [(i, m) for i, m in enumerate(self.log[start:stop], start) if m.role == "system"]
 
+    def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        return []  # holds nothing already read
+
+    def held(self) -> int:
+        return 0
+
     @property
     def fetched(self) -> int:
         return sum(stop - start for start, stop in self.reads)
@@ -305,3 +311,35 @@ def test_it_counts_the_messages_it_holds_in_memory() -> None:
     assert history.copy().in_memory() == 11 + PAGE
     _ = list(history)
     assert history.in_memory() == 1001
+
+
+class HoldingPager(ListPager):
+    """Also holds the log's last `held_count` messages, handed out by `take` (no read)."""
+
+    def __init__(self, messages: list[Message], held_count: int) -> None:
+        super().__init__(messages)
+        self.first = len(messages) - held_count
+        self.taken: set[int] = set()
+
+    def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        positions = range(max(start, self.first), min(stop, len(self.log)))
+        self.taken.update(positions)
+        return [(i, self.log[i]) for i in positions]
+
+    def held(self) -> int:
+        return len(self.log) - self.first - len(self.taken)
+
+
+def test_what_the_pager_holds_is_read_without_a_fetch() -> None:
+    log = log_of(300)
+    pager = HoldingPager(log, 70)  # more than a page, starting mid-page
+    history = LazyHistory.of(pager, 300, [])
+    assert history.in_memory() == 70  # held by the pager, counted
+    assert history[-1] is log[-1]
+    assert history[230] is log[230]
+    assert history[-70:] == log[-70:]
+    assert pager.reads == []
+    assert history.in_memory() == 70  # now in the list, no longer held
+    assert history[229] is log[229]  # below what is held: its page is read
+    assert pager.reads == [(3 * PAGE, 4 * PAGE)]
+    assert list(history) == log

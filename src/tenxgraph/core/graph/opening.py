@@ -133,7 +133,7 @@ class Opening:
         thread_id = self.settings.thread_id
         self.next_names, self.deferred, self.skip_breakpoint = None, [], False
         state, version, forked = await self.threads.checkout(
-            thread_id, self.settings.checkpoint_version
+            thread_id, self.settings.checkpoint_version, _input_ids(self.input_data)
         )
         data = _checked_input(self.input_data)
         self.given = given = input_messages(data.get("messages"))
@@ -317,6 +317,17 @@ def _checked_input(data: Any) -> dict[str, Any]:
             "and 'resume'"
         )
     return data
+
+
+def _input_ids(data: Any) -> list[str | int]:
+    """The ids of the input's messages, looked up in the store as the thread is loaded (what
+    is wrong with an input is said after the load, by `_checked_input`)."""
+    value = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(value, Message):
+        return [value.message_id]
+    if not isinstance(value, list | tuple):
+        return []
+    return [m.message_id for m in value if isinstance(m, Message)]
 
 
 def answer_to(state: AgentState, message: Message) -> list[Message] | None:

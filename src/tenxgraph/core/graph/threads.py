@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
@@ -111,11 +112,13 @@ class Threads:
         return copied(self.initial)
 
     async def checkout(
-        self, thread_id: str, version: int | None = None
+        self, thread_id: str, version: int | None = None, look_up: Collection[str | int] = ()
     ) -> tuple[AgentState, int | None, bool]:
         """The thread's state for a run, the version it is at, and whether it was loaded from
         an older `version` (a fork). Kept from the last run if still current, else loaded; a
-        fresh state for a new thread. The run owns it until it ends."""
+        fresh state for a new thread. The run owns it until it ends. `look_up`: ids of the
+        messages the run will merge (a loading store may say in the same read which of them
+        it holds)."""
         checkpointer = self.program.checkpointer
         if checkpointer is None:
             if version is not None:
@@ -123,7 +126,7 @@ class Threads:
             return self.new_state(), None, False
         kept = self._forget(thread_id)
         if kept is None and version is None:  # nothing to compare: read it at once
-            return await self._load(thread_id)
+            return await self._load(thread_id, look_up)
         head = await checkpointer.aversion(thread_id)
         if version is not None:
             if head is None:
@@ -139,7 +142,7 @@ class Threads:
             return kept[1], head, False
         if head is None:
             return self.new_state(), None, False
-        return await self._load(thread_id)
+        return await self._load(thread_id, look_up)
 
     def forget(self, thread_id: str) -> None:
         """Keep nothing of `thread_id` (a thread that is not run again)."""
@@ -157,13 +160,15 @@ class Threads:
             self.live_bytes -= kept[2]
         return kept
 
-    async def _load(self, thread_id: str) -> tuple[AgentState, int | None, bool]:
+    async def _load(
+        self, thread_id: str, look_up: Collection[str | int] = ()
+    ) -> tuple[AgentState, int | None, bool]:
         """The stored thread with its recent messages only (older ones are read from the
         store if a node reads them), or a new state."""
         checkpointer = self.program.checkpointer
         assert checkpointer is not None
         state_type = self.program.state_type
-        snapshot = await checkpointer.aload_recent(thread_id, state_type, RECENT_MESSAGES)
+        snapshot = await checkpointer.aload_recent(thread_id, state_type, RECENT_MESSAGES, look_up)
         if snapshot is None:
             return self.new_state(), None, False
         return snapshot.state, snapshot.version, False

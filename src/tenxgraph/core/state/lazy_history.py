@@ -1,7 +1,8 @@
 """`LazyHistory`: a thread's conversation whose older messages stay in the store until read.
 
 A thread loaded from a store that pages (SQLite, PostgreSQL) comes with its last messages in
-memory and the rest left where they are. It is a list, and behaves as one for every operation:
+memory (held by its pager as their stored text, each decoded when first read: `Pager.take`)
+and the rest left where they are. It is a list, and behaves as one for every operation:
 reading a message that is not in memory yet fetches its page (`PAGE` messages, one query);
 iterating, searching, comparing or printing the whole history fetches every missing page at
 once. Appending never fetches anything, so a turn that reads only recent messages costs the
@@ -16,6 +17,7 @@ the list is an ordinary in-memory one.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import repeat
 from typing import Any, Protocol, SupportsIndex
 
 from tenxgraph.core.state.message import Message
@@ -36,6 +38,13 @@ class Pager(Protocol):
     def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
         """(position, message) of the log's system messages from `start` to `stop`;
         blocking."""
+
+    def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        """(position, message) of the positions `start` to `stop` the pager holds already
+        (read with the thread, decoded when first asked for): no query."""
+
+    def held(self) -> int:
+        """How many messages the pager holds not decoded yet (as their stored text)."""
 
 
 class _Unloaded:
@@ -73,16 +82,16 @@ class LazyHistory(MessageHistory):
     def of(cls, pager: Pager, stored: int, recent: list[Message]) -> LazyHistory:
         """The history of a log of `stored` messages of which `recent` are the last ones."""
         history = cls.__new__(cls)
-        _extend(history, [UNLOADED] * (stored - len(recent)))
+        unread = stored - len(recent)
+        # (from an iterator of known length: one allocation, no temporary list of `stored`)
+        _extend(history, repeat(UNLOADED, unread))
         _extend(history, recent)
         history._pager = pager
         history._stored = stored
         history._filled = min(len(recent), stored)
         pages = -(-stored // PAGE)
-        history._loaded = bytearray(pages)
-        for page in range(pages):
-            if page * PAGE >= stored - len(recent):
-                history._loaded[page] = 1
+        complete = -(-max(unread, 0) // PAGE)  # the first page the recent messages fill
+        history._loaded = bytearray(complete) + b"\x01" * (pages - complete)
         index = _IdIndex({m.message_id for m in recent}, stored)
         index.sealed = stored  # messages come sealed from the store
         history._index = index
@@ -96,6 +105,9 @@ class LazyHistory(MessageHistory):
         stop = min(stop, self._stored)
         if pager is None or start >= stop:
             return
+        for position, message in pager.take(start, stop):
+            if _get(self, position) is UNLOADED:
+                self._place(position, message)
         loaded = self._loaded
         first, last = start // PAGE, (stop - 1) // PAGE
         page = first
@@ -110,15 +122,18 @@ class LazyHistory(MessageHistory):
             messages = pager.read(low, high)
             if len(messages) != high - low:
                 raise RuntimeError(f"the store gave {len(messages)} messages for {low}..{high}")
-            ids = self._index.ids if self._index is not None else None
             for offset, message in enumerate(messages):
                 if _get(self, low + offset) is UNLOADED:
-                    _set(self, low + offset, message)
-                    self._filled += 1
-                    if ids is not None:
-                        ids.add(message.message_id)
+                    self._place(low + offset, message)
             loaded[page : end + 1] = b"\x01" * (end + 1 - page)
             page = end + 1
+
+    def _place(self, position: int, message: Message) -> None:
+        """Put a stored message read now in its (unloaded) position."""
+        _set(self, position, message)
+        self._filled += 1
+        if self._index is not None:
+            self._index.ids.add(message.message_id)
 
     def _missing(self, page: int, start: int, stop: int) -> bool:
         """Whether positions `start` to `stop` on `page` lack a message (a page the recent
@@ -221,8 +236,10 @@ class LazyHistory(MessageHistory):
         return list.__repr__(self)
 
     def in_memory(self) -> int:
-        """How many of its messages are in memory (the others are still in the store)."""
-        return len(self) - self._stored + self._filled
+        """How many of its messages are in memory (the others are still in the store), the
+        ones its pager holds not decoded yet included."""
+        held = 0 if self._pager is None else self._pager.held()
+        return len(self) - self._stored + self._filled + held
 
     def materialized(self) -> list[Message]:
         """Every message, in a plain list (for serialisers that read a list's memory)."""

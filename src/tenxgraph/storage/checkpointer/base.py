@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -315,11 +315,18 @@ class BaseCheckpointer(ABC):
     # -- lazy histories: a thread loaded with its recent messages only ----------------------
 
     async def aload_recent(
-        self, thread_id: str, state_type: type[S], keep: int
+        self,
+        thread_id: str,
+        state_type: type[S],
+        keep: int,
+        look_up: Collection[str | int] = (),
     ) -> ThreadSnapshot[S] | None:
         """The thread's latest state with only its last `keep` messages read; the others stay
         in the store until code reads them (the state's `context` is then a `LazyHistory`).
-        The default reads them all (`aload`); a store that pages overrides this."""
+        `look_up`: ids of messages about to be merged into it (a turn's input); a store may
+        find out in the same read which of them its log holds, so that the merge needs no
+        query of its own. The default reads every message (`aload`); a store that pages
+        overrides this."""
         return await self.aload(thread_id, state_type)
 
     async def aread_log(

@@ -1,6 +1,7 @@
 """Lazy histories over a store: what a thread loaded with its last messages only fetches later.
 
-`LogPager` is the `Pager` of a `LazyHistory` built by a store's `aload_recent`: it reads the
+`LogPager` is the `Pager` of a `LazyHistory` built by a store's `aload_recent`: it holds the
+rows read with the thread (their text, each decoded when first read) and reads the rest of the
 thread's stored log (positions below `stored`, written once and never changed) for synchronous
 code, on the process's read loop, through the store's own `aread_log` and `afind_ids`.
 """
@@ -15,7 +16,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
-from tenxgraph.storage.checkpointer._codec import decode_messages, stored_text
+from tenxgraph.storage.checkpointer._codec import decode_messages, decode_state, stored_text
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
@@ -38,8 +39,11 @@ class LogPager:
     __slots__ = (
         "absent",
         "born",
+        "first",
         "generation",
         "present",
+        "raw",
+        "recent",
         "state_type",
         "store",
         "stored",
@@ -53,12 +57,18 @@ class LogPager:
         state_type: type[AgentState],
         generation: int,
         stored: int,
+        recent: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.thread_id = thread_id
         self.state_type = state_type
         self.generation = generation
         self.stored = stored
+        # the log's last rows, read with the thread: each one's text until it is first asked
+        # for, then its message (a turn reads few of them; decoding costs more than reading)
+        self.recent: list[str | Message] = list(recent)
+        self.first = stored - len(self.recent)  # the position of the first of them
+        self.raw = len(self.recent)  # how many of them are text still
         self.absent: set[str | int] = set()  # ids looked up and not in the log
         self.present: set[str | int] = set()  # ids looked up and found
         # ids generated after this point are not in the log, which was read before it
@@ -73,22 +83,51 @@ class LogPager:
             self.store.aread_log(self.thread_id, self.state_type, self.generation, start, stop)
         )
 
+    def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
+        low, high = max(start, self.first), min(stop, self.stored)
+        return [(position, self._recent(position)) for position in range(low, high)]
+
+    def _recent(self, position: int) -> Message:
+        """One of the recent messages, decoded (and sealed) the first time it is asked for."""
+        item = self.recent[position - self.first]
+        if isinstance(item, str):
+            item = decode_messages(self.state_type, self.thread_id, [item], position)[0]
+            seal(item)
+            self.recent[position - self.first] = item
+            self.raw -= 1
+        return item
+
+    def held(self) -> int:
+        return self.raw
+
     def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
         wanted = self._unknown(ids)
         if wanted:
             found = self._blocking(
                 self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
             )
-            self._learn(wanted, found)
+            self.learn(wanted, found)
         present = self.present
         return {i for i in ids if i in present}
 
     def system_messages(self, start: int, stop: int) -> list[tuple[int, Message]]:
-        return self._blocking(
-            self.store.asystem_messages(
-                self.thread_id, self.state_type, self.generation, start, min(stop, self.stored)
+        stop = min(stop, self.stored)
+        older = min(stop, self.first)  # positions below it are in the store only
+        found = []
+        if start < older:
+            found = self._blocking(
+                self.store.asystem_messages(
+                    self.thread_id, self.state_type, self.generation, start, older
+                )
             )
-        )
+        for position in range(max(start, self.first), stop):
+            item = self.recent[position - self.first]
+            if isinstance(item, str) and SYSTEM_MARK not in item:
+                continue  # (the test the stores' index makes; a match is then decoded)
+            message = self._recent(position)
+            if message.role == "system":
+                found.append((position, message))
+        return found
 
     async def alook_up(self, ids: Collection[str | int]) -> None:
         """Find out, from async code, which of `ids` the log holds, so that a later merge of
@@ -96,13 +135,14 @@ class LogPager:
         wanted = self._unknown(ids)
         if wanted:
             found = await self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
-            self._learn(wanted, found)
+            self.learn(wanted, found)
 
     def _unknown(self, ids: Collection[str | int]) -> list[str | int]:
         absent, present, born = self.absent, self.present, self.born
         return [i for i in ids if i not in absent and i not in present and not made_after(i, born)]
 
-    def _learn(self, wanted: list[str | int], found: set[str]) -> None:
+    def learn(self, wanted: list[str | int], found: set[str]) -> None:
+        """Remember which of `wanted` the log holds (`found`, as text)."""
         # the log below `stored` never changes: what is (not) in it now, always will (not) be
         if len(self.absent) + len(self.present) > _IDS_KEPT:
             self.absent.clear()
@@ -165,14 +205,31 @@ def sealed(messages: list[Message]) -> list[Message]:
     return messages
 
 
-def lazy_state(
-    store: BaseCheckpointer, state: S, thread_id: str, generation: int, stored: int
+def recent_state(
+    store: BaseCheckpointer,
+    state_type: type[S],
+    thread_id: str,
+    header: str,
+    bodies: list[str],
+    generation: int,
+    stored: int,
+    known: tuple[list[str | int], set[str]] | None = None,
 ) -> S:
-    """`state`, decoded with its last messages only, given a history over the rest."""
-    recent = sealed(state.context)
-    if len(recent) < stored:
-        pager = LogPager(store, thread_id, type(state), generation, stored)
-        state.__dict__["context"] = LazyHistory.of(pager, stored, recent)
+    """A thread's state read with its stored header and its last rows only (`bodies`, the
+    log's last positions up to `stored`). When they are the whole log they are decoded now;
+    else the state's `context` is a lazy history over the log whose messages, these included,
+    are decoded when first read. `known`: ids looked up in the same read as the state, and
+    those of them the log holds."""
+    first = stored - len(bodies)
+    if first <= 0:
+        state = decode_state(state_type, thread_id, header, bodies)
+        sealed(state.context)
+        return state
+    state = decode_state(state_type, thread_id, header, [], first)
+    pager = LogPager(store, thread_id, state_type, generation, stored, bodies)
+    if known is not None and known[0]:
+        pager.learn(*known)
+    state.__dict__["context"] = LazyHistory.of(pager, stored, [])
     return state
 
 
@@ -181,7 +238,7 @@ __all__ = [
     "SYSTEM_MARK",
     "LogPager",
     "alook_up_ids",
-    "lazy_state",
+    "recent_state",
     "sealed",
     "system_rows",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from tenxgraph.core.exceptions import TransientStorageError
@@ -72,7 +72,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, recent_state, sealed, system_rows
 
 T = TypeVar("T")
 
@@ -348,19 +348,30 @@ class PgCheckpointer(BaseCheckpointer):
         return ThreadSnapshot(thread_id, wanted, state)
 
     async def aload_recent(
-        self, thread_id: str, state_type: type[S], keep: int
+        self,
+        thread_id: str,
+        state_type: type[S],
+        keep: int,
+        look_up: Collection[str | int] = (),
     ) -> ThreadSnapshot[S] | None:
-        # one statement (one snapshot, one round trip): the head, its header, its last rows
+        # one statement (one snapshot, one round trip): the head, its header, its last rows,
+        # and which of the ids to look up its log holds
+        wanted = sorted({str(i) for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
                 "SELECT t.version, t.generation, c.header, c.message_count, "
                 "c.generation AS saved_generation, ARRAY("
                 f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
                 "AND m.seq >= c.message_count - $2 AND m.seq < c.message_count ORDER BY m.seq"
-                f") AS bodies FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
+                ") AS bodies, ARRAY("
+                f"SELECT m.message_id FROM {self._s}.tx_messages m "
+                "WHERE m.thread_id = t.thread_id AND m.message_id = ANY($3::text[]) "
+                f"AND m.seq < c.message_count) AS found_ids FROM {self._s}.tx_threads t "
+                f"JOIN {self._s}.tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1",
                 thread_id,
                 max(keep, 0),
+                wanted,
             )
         )
         if found is None:
@@ -372,10 +383,9 @@ class PgCheckpointer(BaseCheckpointer):
         start = max(count - max(keep, 0), 0)
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
-        state = decode_state(state_type, thread_id, header, bodies, start)
-        return ThreadSnapshot(
-            thread_id, version, lazy_state(self, state, thread_id, generation, count)
-        )
+        known = (list(look_up), {str(i) for i in found["found_ids"]})
+        state = recent_state(self, state_type, thread_id, header, bodies, generation, count, known)
+        return ThreadSnapshot(thread_id, version, state)
 
     async def _log_array(
         self, thread_id: str, generation: int, select: str, *params: Any

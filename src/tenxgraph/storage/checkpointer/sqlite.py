@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +62,7 @@ from tenxgraph.storage.checkpointer.lease import (
     busy_error,
     check_ttl,
 )
-from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, lazy_state, sealed, system_rows
+from tenxgraph.storage.checkpointer.paging import SYSTEM_MARK, recent_state, sealed, system_rows
 
 DEFAULT_DB_PATH = "~/.tenxgraph/checkpoints.db"
 
@@ -378,8 +378,14 @@ class SqliteCheckpointer(BaseCheckpointer):
         return ThreadSnapshot(thread_id, wanted, state)
 
     async def aload_recent(
-        self, thread_id: str, state_type: type[S], keep: int
+        self,
+        thread_id: str,
+        state_type: type[S],
+        keep: int,
+        look_up: Collection[str | int] = (),
     ) -> ThreadSnapshot[S] | None:
+        # (`look_up` is not answered here: a query of the local file costs little, and the
+        # merge asks it when it needs to)
         if self._memory:  # a shared in-memory database cannot be read beside a writer
             return await self.aload(thread_id, state_type)
         keep = max(keep, 0)
@@ -412,10 +418,8 @@ class SqliteCheckpointer(BaseCheckpointer):
         if raw_header is None:
             raise missing_messages_error(thread_id, count, start + len(rows) - 1)
         header = stored_text(thread_id, "header", raw_header)
-        state = decode_state(state_type, thread_id, header, bodies, start)
-        return ThreadSnapshot(
-            thread_id, version, lazy_state(self, state, thread_id, generation, count)
-        )
+        state = recent_state(self, state_type, thread_id, header, bodies, generation, count)
+        return ThreadSnapshot(thread_id, version, state)
 
     async def _log_rows(
         self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
