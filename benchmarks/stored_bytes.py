@@ -8,8 +8,9 @@ weighs less) of `--turns` turns (each an `ainvoke` of a one-node graph: a user m
 `--user-chars` characters, answered by an assistant message of `--reply-chars`; 800 characters
 a turn by default) in a new store, then:
 
-- `messages_json`: the bytes of the messages' JSON as the store writes each row
-  (`encode_message`), the yardstick;
+- `messages_json`: the bytes of the messages' JSON (`model_dump_json()`), the yardstick; and
+  `message rows`, the JSON the store writes for them (`encode_message`: without the
+  top-level fields that hold their default);
 - SQLite: the database file as a user has it while the app runs (`file_open`: the main file
   plus its write-ahead log), and after the checkpointer is closed (`file_closed`: SQLite then
   folds the log into the file), each over `messages_json`; the file's free pages are counted
@@ -53,6 +54,9 @@ def text(turn: int, role: str, size: int) -> str:
     return (f"[{role} {turn}] " + _FILLER * (size // len(_FILLER) + 1))[:size]
 
 
+ROWS = [0]  # the bytes of the rows the store wrote for those messages (`encode_message`)
+
+
 async def run_threads(
     store: BaseCheckpointer, threads: int, turns: int, user: int, reply: int
 ) -> int:
@@ -76,7 +80,9 @@ async def run_threads(
         snapshot = await store.aload(thread_id, AgentState)
         assert snapshot is not None
         assert len(snapshot.state.context) == 2 * turns
-        total += sum(len(encode_message(m).encode()) for m in snapshot.state.context)
+        total += sum(len(m.model_dump_json().encode()) for m in snapshot.state.context)
+        rows = sum(len(encode_message(m).encode()) for m in snapshot.state.context)
+        ROWS[0] += rows
     return total
 
 
@@ -91,6 +97,7 @@ async def sqlite(threads: int, turns: int, user: int, reply: int) -> None:
         await store.aclose()
         closed = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
         print(f"messages_json {json_bytes} B ({threads} x {2 * turns} messages)")
+        print(f"message rows {ROWS[0]} B = {ROWS[0] / json_bytes:.2f}x")
         print(
             f"sqlite file_open {main_open + wal_open} B = "
             f"{(main_open + wal_open) / json_bytes:.2f}x (the file {main_open} B, "
