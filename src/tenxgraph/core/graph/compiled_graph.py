@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Self
 
+from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
@@ -329,6 +330,36 @@ class CompiledGraph(Generic[StateT]):
             return await self.aupdate_state(config, values, replace=replace)
 
         return self._loop_thread.run(update)
+
+    async def arestore(self, config: dict[str, Any], version: int | None) -> int:
+        """Roll the thread back: its state at `version` (header and messages) becomes its
+        state again, as a new version. Nothing is rewritten: the versions after `version`
+        stay in the history and still load (`aget_state_history` lists them, then this one).
+        `version=None`: the thread as it was before its first version, a new version with
+        no messages. Refused with `ThreadBusyError` while a run holds the thread, and with
+        `StaleStateError` if one changed it meanwhile. Returns the new version."""
+        if self.checkpointer is None:
+            raise ValueError("arestore needs a graph compiled with a checkpointer")
+        thread_id = thread_id_of(config)
+        threads = self._threads
+        key = await threads.take_turn(thread_id)
+        try:
+            threads.forget(thread_id)
+            head = await self.checkpointer.aversion(thread_id)
+            if head is None:
+                raise ResourceNotFoundError(
+                    f"Thread {thread_id!r} does not exist: there is no state to restore",
+                    context={"thread_id": thread_id},
+                )
+            empty = threads.new_state() if version is None else None
+            return await self.checkpointer.arestore(
+                thread_id, version, expected_version=head, empty=empty
+            )
+        finally:
+            threads.end_turn(key)
+
+    def restore(self, config: dict[str, Any], version: int | None) -> int:
+        return self._loop_thread.run(self.arestore, config, version)
 
     # -- stopping --------------------------------------------------------------------------
 

@@ -1,0 +1,128 @@
+"""`arestore`: a thread's earlier state made its state again, as a new version, on every
+checkpointer. Nothing is rewritten: every version still loads, the restored-over ones too."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenxgraph.core.exceptions import (
+    ResourceNotFoundError,
+    StaleStateError,
+    StorageError,
+    ThreadBusyError,
+)
+from tenxgraph.core.state import AgentState, Message
+from tenxgraph.storage.checkpointer import BaseCheckpointer
+from tenxgraph.storage.checkpointer.lease import Lease
+from tests.storage._support import Counted, msg, save, state_with, texts_of
+from tests.storage.conftest import Backend
+from tests.storage.test_lazy_threads import LONG, app_on, reply, seed, text
+
+
+async def _three_versions(store: BaseCheckpointer) -> None:
+    await save(store, "t", state_with("a", count=1), None)
+    await save(store, "t", state_with(count=2), 1, new=[msg("b")])
+    await save(store, "t", state_with(count=3), 2, new=[msg("c")])
+
+
+async def test_a_restore_is_a_new_version_with_the_old_state(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    await _three_versions(checkpointer)
+    assert await checkpointer.arestore("t", 1, expected_version=3) == 4
+    head = await checkpointer.aload("t", Counted)
+    assert head is not None
+    assert head.version == 4
+    assert head.state.count == 1
+    assert [m.text() for m in head.state.context] == ["a"]
+    history = await checkpointer.ahistory("t")
+    assert [(i.version, i.message_count) for i in history] == [(4, 1), (3, 3), (2, 2), (1, 1)]
+    # append-only: the versions restored over still load as they were
+    assert await texts_of(checkpointer, "t", 3) == ["a", "b", "c"]
+    assert await texts_of(checkpointer, "t", 2) == ["a", "b"]
+    # the next save goes on from the restored state, not from the log's end
+    await save(checkpointer, "t", state_with(count=5), 4, new=[msg("d")])
+    assert await texts_of(checkpointer, "t") == ["a", "d"]
+    assert await texts_of(checkpointer, "t", 3) == ["a", "b", "c"]
+    assert await checkpointer.arestore("t", 3, expected_version=5) == 6
+    assert await texts_of(checkpointer, "t") == ["a", "b", "c"]
+    assert await texts_of(checkpointer, "t", 5) == ["a", "d"]
+
+
+async def test_restoring_before_the_first_version_leaves_no_message(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    await _three_versions(checkpointer)
+    assert await checkpointer.arestore("t", None, expected_version=3, empty=Counted()) == 4
+    assert await texts_of(checkpointer, "t") == []
+    head = await checkpointer.aload("t", Counted)
+    assert head is not None
+    assert head.state.count == 0
+    assert await texts_of(checkpointer, "t", 3) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="empty="):
+        await checkpointer.arestore("t", None, expected_version=4)
+
+
+async def test_a_refused_restore_writes_nothing(checkpointer: BaseCheckpointer) -> None:
+    await _three_versions(checkpointer)
+    with pytest.raises(StaleStateError):
+        await checkpointer.arestore("t", 1, expected_version=2)
+    with pytest.raises(ResourceNotFoundError):
+        await checkpointer.arestore("t", 9, expected_version=3)
+    with pytest.raises(ResourceNotFoundError):
+        await checkpointer.arestore("nobody", 1, expected_version=1)
+    lease = Lease("another-run", 30.0)
+    await checkpointer.asave(
+        "t", expected_version=3, state=state_with(count=4), new_messages=[], lease=lease
+    )
+    with pytest.raises(ThreadBusyError):
+        await checkpointer.arestore("t", 1, expected_version=4)
+    assert [i.version for i in await checkpointer.ahistory("t")] == [4, 3, 2, 1]
+    assert await texts_of(checkpointer, "t") == ["a", "b", "c"]
+
+
+async def test_a_rewrite_retires_what_came_before_it_restores_included(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    await _three_versions(checkpointer)
+    await checkpointer.arestore("t", 1, expected_version=3)
+    await save(checkpointer, "t", state_with("summary"), 4, rewrite=True)
+    for old in (1, 3, 4):
+        with pytest.raises(StorageError, match="predates a rewrite"):
+            await checkpointer.aload("t", Counted, old)
+    with pytest.raises(StorageError, match="predates a rewrite"):
+        await checkpointer.arestore("t", 1, expected_version=5)
+    assert await texts_of(checkpointer, "t") == ["summary"]
+
+
+async def test_a_restored_thread_pages_its_older_messages(sql_backend: Backend) -> None:
+    await seed(sql_backend.store, LONG)  # version 1
+    store = sql_backend.store
+    later = [text(i) for i in range(LONG, LONG + 5)]
+    await store.asave("t", expected_version=1, state=AgentState(), new_messages=later)
+    await store.arestore("t", 1, expected_version=2)
+    seen: list[list[str]] = []
+
+    def look(state: AgentState) -> Message:
+        seen.append([m.text() for m in state.context])
+        return reply(state)
+
+    cold = app_on(sql_backend.open(), look)  # reads the head's recent messages only
+    await cold.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    assert seen == [[*(f"m{i}" for i in range(LONG)), "new"]]
+    assert await texts_of(store, "t", 2) == [f"m{i}" for i in range(LONG + 5)]
+
+
+async def test_a_restored_thread_finds_its_system_messages(sql_backend: Backend) -> None:
+    store = sql_backend.store
+    first = [Message.text_message("rules", "system"), msg("a")]
+    await store.asave("t", expected_version=None, state=AgentState(), new_messages=first)
+    await store.asave("t", expected_version=1, state=AgentState(), new_messages=[msg("b")])
+    await store.arestore("t", 1, expected_version=2)  # generation 1, its log after the rows
+    found = await store.asystem_messages("t", AgentState, 1, 0, 2)
+    assert [(at, m.text()) for at, m in found] == [(0, "rules")]
+    assert await store.afind_ids("t", 1, [first[1].message_id, "nope"], 2) == {
+        str(first[1].message_id)
+    }
+    with pytest.raises(StorageError):  # a lazy history of the head before the restore
+        await store.aread_log("t", AgentState, 0, 0, 2)
