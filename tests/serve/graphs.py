@@ -94,6 +94,29 @@ def held_graph(gate: Gate) -> CompiledGraph[Any]:
     return graph.compile(name="held")
 
 
+def steps_graph(gate: Gate) -> CompiledGraph[Any]:
+    """Two steps: `note` answers "noted <input>" (saved as a step of its own), then `answer`
+    says which turn it is; it first waits at `gate` when the input says "hold"."""
+
+    def note(state: Any) -> str:
+        return f"noted {state.context[-1].text()}"
+
+    async def answer(state: Any) -> str:
+        if state.context[-2].text() == "hold":
+            gate.started += 1
+            gate.entered.set()
+            await asyncio.to_thread(gate.release.wait)
+        return f"answer {len(state.context)}"
+
+    graph = StateGraph()
+    graph.add_node("note", note)
+    graph.add_node("answer", answer)
+    graph.add_edge(START, "note")
+    graph.add_edge("note", "answer")
+    graph.add_edge("answer", END)
+    return graph.compile(name="steps")
+
+
 def nested_graph() -> CompiledGraph[Any]:
     """A parent whose `child` node is a graph that answers "from child"."""
 
@@ -153,4 +176,5 @@ def all_graphs(gate: Gate) -> dict[str, CompiledGraph[Any]]:
         "nested": nested_graph(),
         "failing": failing_graph(),
         "progress": progress_graph(),
+        "steps": steps_graph(gate),
     }

@@ -3,6 +3,10 @@ checkpointer. Nothing is rewritten: every version still loads, the restored-over
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+from pathlib import Path
+
 import pytest
 
 from tenxgraph.core.exceptions import (
@@ -12,8 +16,10 @@ from tenxgraph.core.exceptions import (
     ThreadBusyError,
 )
 from tenxgraph.core.state import AgentState, Message
-from tenxgraph.storage.checkpointer import BaseCheckpointer
+from tenxgraph.storage.checkpointer import BaseCheckpointer, SqliteCheckpointer
+from tenxgraph.storage.checkpointer.base import encode_header, encode_message
 from tenxgraph.storage.checkpointer.lease import Lease
+from tenxgraph.storage.checkpointer.sqlite import MIGRATIONS
 from tests.storage._support import Counted, msg, save, state_with, texts_of
 from tests.storage.conftest import Backend
 from tests.storage.test_lazy_threads import LONG, app_on, reply, seed, text
@@ -126,3 +132,61 @@ async def test_a_restored_thread_finds_its_system_messages(sql_backend: Backend)
     }
     with pytest.raises(StorageError):  # a lazy history of the head before the restore
         await store.aread_log("t", AgentState, 0, 0, 2)
+
+
+async def test_a_version_3_sqlite_database_keeps_refusing_versions_before_a_rewrite(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version in (1, 2, 3):
+        for statement in MIGRATIONS[version]:
+            conn.execute(statement)
+    conn.execute("CREATE TABLE tx_schema_version (version INTEGER)")
+    conn.execute("INSERT INTO tx_schema_version VALUES (3)")
+    # a thread rewritten once, as schema 3 stored it: version 1 predates the rewrite
+    header = encode_header(Counted(count=2), "t")
+    body = msg("summary")
+    conn.execute("INSERT INTO tx_threads (thread_id, version, generation, created_at, "
+                 "updated_at) VALUES ('t', 2, 1, 0, 0)")  # fmt: skip
+    for version, generation in ((1, 0), (2, 1)):
+        conn.execute(
+            "INSERT INTO tx_checkpoints VALUES ('t', ?, ?, 1, ?, 1, 'completed', NULL, 0)",
+            (version, header, generation),
+        )
+    conn.execute("INSERT INTO tx_messages VALUES ('t', 0, ?, ?)",
+                 (str(body.message_id), encode_message(body)))  # fmt: skip
+    conn.close()
+    store = SqliteCheckpointer(path)
+    try:
+        assert await texts_of(store, "t") == ["summary"]
+        with pytest.raises(StorageError, match="predates a rewrite"):
+            await store.aload("t", Counted, 1)
+        assert await store.arestore("t", 2, expected_version=2) == 3
+        assert await texts_of(store, "t") == ["summary"]
+    finally:
+        await store.aclose()
+
+
+async def test_the_graph_refuses_to_restore_a_thread_a_run_holds(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(state: AgentState) -> Message:
+        entered.set()
+        await release.wait()
+        return reply(state)
+
+    app = app_on(checkpointer, slow)
+    config = {"thread_id": "t"}
+    running = asyncio.create_task(app.ainvoke({"messages": [msg("hi")]}, config))
+    await entered.wait()
+    with pytest.raises(ThreadBusyError):
+        await app.arestore(config, None)
+    release.set()
+    await running
+    assert [m.text() for m in (await app.aget_state(config)).context] == ["hi", "reply to hi"]
+    await app.arestore(config, None)
+    assert (await app.aget_state(config)).context == []
+    assert [i.message_count for i in await app.aget_state_history(config)][:1] == [0]
