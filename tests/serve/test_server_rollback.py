@@ -12,6 +12,7 @@ import pytest
 
 from tenxgraph.core.exceptions import StorageError
 from tenxgraph.core.graph.compiled_graph import CompiledGraph
+from tenxgraph.core.state import Message
 from tenxgraph.serve.bus import Bus
 from tenxgraph.serve.db.base import ServeDB
 from tenxgraph.serve.db.postgres import PostgresServeDB
@@ -111,3 +112,31 @@ async def test_a_rollback_that_fails_ends_the_run_in_error_and_loses_nothing(
     assert f"the rollback of run {held} failed" in message
     assert "the disk is gone" in message
     assert await texts(graph) == [*before, "hold", "noted hold"]  # as the run left it
+
+
+async def test_rolling_back_a_queued_run_an_earlier_attempt_started_reverts_it(
+    serve_db: ServeDB, tmp_path: Path
+) -> None:
+    """A run back in the queue after its worker died may have written to the thread: a
+    rollback that ends it before any worker takes it reverts what that attempt wrote."""
+    gate = Gate()
+    graph = steps_graph(gate)
+    graph.adopt_checkpointer(SqliteCheckpointer(tmp_path / "threads.db"))
+    server = Server({"steps": graph}, serve_db, Bus(), run_worker=False)
+    await server.start()
+    try:
+        await serve_db.create_thread(ThreadRecord("t", "alice"))
+        await graph.ainvoke({"messages": [Message.text_message("hi")]}, {"thread_id": "t"})
+        start = await graph.checkpointer.aversion("t")  # type: ignore[union-attr]
+        queued = await server.create_run("alice", "t", ask("again"))
+        await serve_db.set_start_version(queued.run_id, start)
+        again = {"messages": [Message.text_message("again")]}
+        await graph.ainvoke(again, {"thread_id": "t"})  # what that attempt wrote
+        assert len(await texts(graph)) == 6
+
+        await server.cancel([queued.run_id], "rollback")
+
+        assert await texts(graph) == ["hi", "noted hi", "answer 2"]
+        assert await serve_db.get_run(queued.run_id, "alice") is None
+    finally:
+        await server.stop()

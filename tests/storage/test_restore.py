@@ -15,7 +15,9 @@ from tenxgraph.core.exceptions import (
     StorageError,
     ThreadBusyError,
 )
-from tenxgraph.core.state import AgentState, Message
+from tenxgraph.core.llm import FunctionModel, ModelInfo
+from tenxgraph.core.state import AgentState, Message, ToolCallBlock
+from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import BaseCheckpointer, SqliteCheckpointer
 from tenxgraph.storage.checkpointer.base import encode_header, encode_message
 from tenxgraph.storage.checkpointer.lease import Lease
@@ -190,3 +192,34 @@ async def test_the_graph_refuses_to_restore_a_thread_a_run_holds(
     await app.arestore(config, None)
     assert (await app.aget_state(config)).context == []
     assert [i.message_count for i in await app.aget_state_history(config)][:1] == [0]
+
+
+async def test_a_tool_call_finished_before_a_restore_is_replayed_not_run_again(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    calls: list[str] = []
+
+    async def act(what: str) -> str:
+        """Do something once."""
+        calls.append(what)
+        return f"did {what}"
+
+    def decide(messages: list[Message], info: ModelInfo) -> str | ToolCallBlock:
+        if messages[-1].role == "tool":
+            return f"done: {messages[-1].text()}"
+        return ToolCallBlock(id="c1", name="act", args={"what": "pay"})
+
+    app = ReactAgent(FunctionModel(decide), [act], "Act.").compile(checkpointer=checkpointer)
+    config = {"thread_id": "t"}
+    await app.ainvoke({"messages": [msg("go")]}, config)
+    assert calls == ["pay"]
+    asked = None  # the version saved after the model asked for the tool, before it ran
+    for info in reversed(await app.aget_state_history(config)):
+        state = await app.aget_state({**config, "checkpoint_version": info.version})
+        if state is not None and state.context and state.context[-1].has_tool_calls():
+            asked = info.version
+    assert asked is not None
+    await app.arestore(config, asked)
+    result = await app.ainvoke(None, config)  # the restored run goes on: the tool step again
+    assert calls == ["pay"]  # its result comes from the ledger: what was done stays done
+    assert result["messages"][-1].text() == "done: did pay"

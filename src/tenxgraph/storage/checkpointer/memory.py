@@ -256,7 +256,9 @@ class InMemoryCheckpointer(BaseCheckpointer):
         thread.versions.append(
             _Version(restored, header, len(rows), generation, start, step, status, node, now)
         )
-        self._touch(thread_id)
+        if self._recent is not None:
+            self._touch(thread_id)
+            self._keep_within_bounds(thread_id)
         return restored
 
     # -- the bounds ------------------------------------------------------------------------
