@@ -95,14 +95,16 @@ def held_graph(gate: Gate) -> CompiledGraph[Any]:
 
 
 def steps_graph(gate: Gate) -> CompiledGraph[Any]:
-    """Two steps: `note` answers "noted <input>" (saved as a step of its own), then `answer`
-    says which turn it is; it first waits at `gate` when the input says "hold"."""
+    """Two steps: `note` answers "noted <input>" (saved as a step of its own; for the input
+    "ask", "noted <the answer to an interrupt>"), then `answer` says which turn it is; it
+    first waits at `gate` when `note` said "noted hold"."""
 
     def note(state: Any) -> str:
-        return f"noted {state.context[-1].text()}"
+        said = state.context[-1].text()
+        return f"noted {interrupt('what should I note?') if said == 'ask' else said}"
 
     async def answer(state: Any) -> str:
-        if state.context[-2].text() == "hold":
+        if state.context[-1].text() == "noted hold":
             gate.started += 1
             gate.entered.set()
             await asyncio.to_thread(gate.release.wait)

@@ -106,3 +106,23 @@ async def test_a_rollback_on_a_thread_that_had_no_state_empties_it(served: Serve
     assert await _texts(client, thread_id) == ["hi", "noted hi", "answer 2"]
     history = await _history(client, thread_id)
     assert ["hold", "noted hold"] in history  # still in the history
+
+
+async def test_a_rollback_to_a_paused_thread_leaves_it_paused(served: Served) -> None:
+    client = served.client()
+    thread_id = str((await client.threads.create())["thread_id"])
+    await client.runs.wait(thread_id, "steps", input=_says("ask"))
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"
+    resumed = await client.runs.create(
+        thread_id, "steps", command={"resume": "hold"}, stream_mode="updates"
+    )
+    await served.gate.wait_entered()  # its `note` step is saved: "noted hold"
+    assert await _texts(client, thread_id) == ["ask", "noted hold"]
+    await client.runs.cancel(thread_id, resumed["run_id"], wait=True, action="rollback")
+
+    assert await _texts(client, thread_id) == ["ask"]
+    thread = await client.threads.get(thread_id)
+    assert thread["status"] == "interrupted"
+    assert thread["interrupts"]  # the question is pending again
+    await client.runs.wait(thread_id, "steps", command={"resume": "yes"})
+    assert await _texts(client, thread_id) == ["ask", "noted yes", "answer 2"]

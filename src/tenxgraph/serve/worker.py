@@ -144,11 +144,13 @@ class Worker:
         except Exception as exc:
             log.add("error", error_json(exc))
             status, thread, result = "error", "error", {"__error__": error_json(exc)}
-        if rollback and graph is not None:  # the thread as it was before the run, then idle
+        if rollback and graph is not None:  # the thread as it was before the run
             failed = await roll_back(graph, run)
             if failed is not None:  # the run and what it saved stay, as they are
                 log.add("error", failed)
                 status, thread, result, rollback = "error", "error", {"__error__": failed}, False
+            else:  # idle, or paused again if it was paused at an interrupt then
+                thread = outcome(await graph.aget_state({"thread_id": run.thread_id}))[1]
         try:
             await log.close()
         finally:
