@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tenxgraph import END, START, StateGraph
 from tenxgraph.core.exceptions import (
     ResourceNotFoundError,
     StaleStateError,
@@ -22,6 +24,7 @@ from tenxgraph.storage.checkpointer import BaseCheckpointer, SqliteCheckpointer
 from tenxgraph.storage.checkpointer.base import encode_header, encode_message
 from tenxgraph.storage.checkpointer.lease import Lease
 from tenxgraph.storage.checkpointer.sqlite import MIGRATIONS
+from tenxgraph.utils import interrupt
 from tests.storage._support import Counted, msg, save, state_with, texts_of
 from tests.storage.conftest import Backend
 from tests.storage.test_lazy_threads import LONG, app_on, reply, seed, text
@@ -223,3 +226,80 @@ async def test_a_tool_call_finished_before_a_restore_is_replayed_not_run_again(
     result = await app.ainvoke(None, config)  # the restored run goes on: the tool step again
     assert calls == ["pay"]  # its result comes from the ledger: what was done stays done
     assert result["messages"][-1].text() == "done: did pay"
+
+
+def _nested(store: BaseCheckpointer, entered: asyncio.Event, release: asyncio.Event) -> Any:
+    """A parent whose `kid` node is a graph: it answers "child says <input>", or for "ask"
+    asks a question and says "child got <answer>", first waiting for `release` when the
+    input or the answer is "hold"."""
+
+    async def inner(state: AgentState) -> Message:
+        said = state.context[-1].text()
+        if said == "ask":
+            said = interrupt("what?")
+        if said == "hold":
+            entered.set()
+            await release.wait()
+        return Message.text_message(f"child got {said}", "assistant")
+
+    child = StateGraph()
+    child.add_node("inner", inner)
+    child.add_edge(START, "inner")
+    child.add_edge("inner", END)
+    parent = StateGraph()
+    parent.add_node("kid", child.compile(name="kid"))
+    parent.add_edge(START, "kid")
+    parent.add_edge("kid", END)
+    return parent.compile(checkpointer=store)
+
+
+async def _texts_of_app(app: Any, config: dict[str, Any]) -> list[str]:
+    state = await app.aget_state(config)
+    return [m.text() for m in state.context]
+
+
+async def test_a_step_rolled_back_inside_a_subgraph_runs_afresh(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    app = _nested(checkpointer, entered, release)
+    config = {"thread_id": "p"}
+    await app.ainvoke({"messages": [msg("hi")]}, config)
+    start = await checkpointer.aversion("p")
+    held = asyncio.create_task(app.ainvoke({"messages": [msg("hold")]}, config))
+    await entered.wait()
+    held.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await held
+    assert len(await checkpointer.alist_threads()) == 2  # the child's thread, left behind
+    await app.arestore(config, start)
+    assert await checkpointer.alist_threads() == ["p"]
+    release.set()
+    await app.ainvoke({"messages": [msg("third")]}, config)  # its child starts afresh
+    assert await _texts_of_app(app, config) == ["hi", "child got hi", "third", "child got third"]
+
+
+async def test_a_version_paused_inside_a_subgraph_keeps_its_child_unless_it_went_on(
+    checkpointer: BaseCheckpointer,
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    app = _nested(checkpointer, entered, release)
+    config = {"thread_id": "p"}
+    await app.ainvoke({"messages": [msg("ask")]}, config)  # paused inside `kid`
+    paused = await checkpointer.aversion("p")
+    assert paused is not None
+    await app.arestore(config, paused)  # the child still waits for its answer: kept
+    answered = await app.ainvoke({"resume": "yes"}, config)
+    assert answered["messages"][-1].text() == "child got yes"
+
+    await app.ainvoke({"messages": [msg("ask")]}, config)
+    paused = await checkpointer.aversion("p")
+    held = asyncio.create_task(app.ainvoke({"resume": "hold"}, config))
+    await entered.wait()
+    held.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await held
+    head = await checkpointer.aversion("p")
+    with pytest.raises(ValueError, match="went on after it"):
+        await app.arestore(config, paused)
+    assert await checkpointer.aversion("p") == head  # refused before anything was written

@@ -12,6 +12,7 @@ from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, l
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.results import RunResult, StateT
+from tenxgraph.core.graph.rollback import forget_children, paused_children
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.subgraph import Subgraph, child_thread_id
@@ -337,24 +338,39 @@ class CompiledGraph(Generic[StateT]):
         stay in the history and still load (`aget_state_history` lists them, then this one).
         `version=None`: the thread as it was before its first version, a new version with
         no messages. Refused with `ThreadBusyError` while a run holds the thread, and with
-        `StaleStateError` if one changed it meanwhile. Returns the new version."""
+        `StaleStateError` if one changed it meanwhile. The threads its subgraph nodes kept
+        for the steps rolled back are deleted (see `tenxgraph.core.graph.rollback`). Returns
+        the new version."""
         if self.checkpointer is None:
             raise ValueError("arestore needs a graph compiled with a checkpointer")
-        thread_id = thread_id_of(config)
+        thread_id, store = thread_id_of(config), self.checkpointer
         threads = self._threads
         key = await threads.take_turn(thread_id)
         try:
             threads.forget(thread_id)
-            head = await self.checkpointer.aversion(thread_id)
-            if head is None:
+            history = await store.ahistory(thread_id)
+            if not history:
                 raise ResourceNotFoundError(
                     f"Thread {thread_id!r} does not exist: there is no state to restore",
                     context={"thread_id": thread_id},
                 )
             empty = threads.new_state() if version is None else None
-            return await self.checkpointer.arestore(
-                thread_id, version, expected_version=head, empty=empty
+            if not any(isinstance(s.func, Subgraph) for s in self._program.specs.values()):
+                return await store.arestore(
+                    thread_id, version, expected_version=history[0].version, empty=empty
+                )
+            target = empty or await self.aget_state(
+                {"thread_id": thread_id, "checkpoint_version": version}
             )
+            assert target is not None
+            saved_at = next((i.created_at for i in history if i.version == version), 0.0)
+            keep = await paused_children(self._program, store, thread_id, target, saved_at)
+            restored = await store.arestore(
+                thread_id, version, expected_version=history[0].version, empty=empty
+            )
+            steps = range(target.execution_meta.step, max(i.step for i in history) + 2)
+            await forget_children(self._program, store, thread_id, steps, keep)
+            return restored
         finally:
             threads.end_turn(key)
 
