@@ -150,7 +150,7 @@ class Worker:
                 log.add("error", failed)
                 status, thread, result, rollback = "error", "error", {"__error__": failed}, False
             else:  # idle, or paused again if it was paused at an interrupt then
-                thread = outcome(await graph.aget_state({"thread_id": run.thread_id}))[1]
+                thread = await _status_after(graph, run.thread_id)
         try:
             await log.close()
         finally:
@@ -205,6 +205,7 @@ async def roll_back(graph: CompiledGraph[Any], run: RunRecord) -> dict[str, Any]
     (the run's own versions stay in the history); nothing when the run wrote nothing. None
     when done, else the error, saying what was left as it was."""
     checkpointer, start = graph.checkpointer, run.start_version
+    head = None
     try:
         head = None if checkpointer is None else await checkpointer.aversion(run.thread_id)
         if start is None or head is None or head == start:
@@ -212,13 +213,25 @@ async def roll_back(graph: CompiledGraph[Any], run: RunRecord) -> dict[str, Any]
         await graph.arestore({"thread_id": run.thread_id}, None if start == NO_STATE else start)
     except Exception as exc:
         logger.warning("could not roll back thread %s: %s", run.thread_id, exc)
+        with contextlib.suppress(Exception):
+            if checkpointer is not None and await checkpointer.aversion(run.thread_id) == head:
+                exc.add_note("Nothing was written: the thread keeps the state the run left")
+        notes = " ".join(getattr(exc, "__notes__", ()))
         return {
             "error": type(exc).__name__,
-            "message": f"the rollback of run {run.run_id} failed, so thread {run.thread_id!r} "
-            f"keeps the state the run left (nothing was changed or deleted): {exc}. "
-            "Update the thread's state, or run again on it",
+            "message": f"the rollback of run {run.run_id} on thread {run.thread_id!r} failed: "
+            f"{exc}{'. ' + notes if notes else ''}. Update the thread's state, or run again",
         }
     return None
+
+
+async def _status_after(graph: CompiledGraph[Any], thread_id: str) -> ThreadStatus:
+    """A rolled-back thread's status: idle, or interrupted when its state is paused."""
+    try:
+        return outcome(await graph.aget_state({"thread_id": thread_id}))[1]
+    except Exception:
+        logger.exception("could not read rolled-back thread %s", thread_id)
+        return "idle"
 
 
 async def forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) -> None:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Self
 
-from tenxgraph.core.exceptions import ResourceNotFoundError
+from tenxgraph.core.exceptions import ResourceNotFoundError, StorageError
 from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
@@ -369,7 +369,15 @@ class CompiledGraph(Generic[StateT]):
                 thread_id, version, expected_version=history[0].version, empty=empty
             )
             steps = range(target.execution_meta.step, max(i.step for i in history) + 2)
-            await forget_children(self._program, store, thread_id, steps, keep)
+            try:
+                await forget_children(self._program, store, thread_id, steps, keep)
+            except Exception as exc:
+                raise StorageError(
+                    f"Thread {thread_id!r} was rolled back (as version {restored}), but the "
+                    f"threads its subgraph nodes kept for the steps rolled back could not all "
+                    f"be deleted ({exc}); restore it again to delete them",
+                    context={"thread_id": thread_id, "version": restored},
+                ) from exc
             return restored
         finally:
             threads.end_turn(key)
