@@ -94,6 +94,31 @@ def held_graph(gate: Gate) -> CompiledGraph[Any]:
     return graph.compile(name="held")
 
 
+def steps_graph(gate: Gate) -> CompiledGraph[Any]:
+    """Two steps: `note` answers "noted <input>" (saved as a step of its own; for the input
+    "ask", "noted <the answer to an interrupt>"), then `answer` says which turn it is; it
+    first waits at `gate` when `note` said "noted hold"."""
+
+    def note(state: Any) -> str:
+        said = state.context[-1].text()
+        return f"noted {interrupt('what should I note?') if said == 'ask' else said}"
+
+    async def answer(state: Any) -> str:
+        if state.context[-1].text() == "noted hold":
+            gate.started += 1
+            gate.entered.set()
+            await asyncio.to_thread(gate.release.wait)
+        return f"answer {len(state.context)}"
+
+    graph = StateGraph()
+    graph.add_node("note", note)
+    graph.add_node("answer", answer)
+    graph.add_edge(START, "note")
+    graph.add_edge("note", "answer")
+    graph.add_edge("answer", END)
+    return graph.compile(name="steps")
+
+
 def nested_graph() -> CompiledGraph[Any]:
     """A parent whose `child` node is a graph that answers "from child"."""
 
@@ -153,4 +178,5 @@ def all_graphs(gate: Gate) -> dict[str, CompiledGraph[Any]]:
         "nested": nested_graph(),
         "failing": failing_graph(),
         "progress": progress_graph(),
+        "steps": steps_graph(gate),
     }

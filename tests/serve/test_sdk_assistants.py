@@ -11,7 +11,7 @@ from tenxgraph.serve.server import assistant_uuid
 
 async def test_search_lists_every_graph_and_filters_by_graph_id(client: LangGraphClient) -> None:
     found = await client.assistants.search()
-    graphs = {"agent", "approval", "held", "nested", "failing", "progress"}
+    graphs = {"agent", "approval", "held", "nested", "failing", "progress", "steps"}
     assert {a["graph_id"] for a in found} == graphs
     only = await client.assistants.search(graph_id="agent")
     assert [a["assistant_id"] for a in only] == [assistant_uuid("agent")]
@@ -42,5 +42,5 @@ async def test_schemas_describe_the_state(client: LangGraphClient) -> None:
 
 
 async def test_count(client: LangGraphClient) -> None:
-    assert await client.assistants.count() == 6
+    assert await client.assistants.count() == 7
     assert await client.assistants.count(graph_id="held") == 1

@@ -23,7 +23,7 @@ from tenxgraph.serve.records import ACTIVE, RunEvent, RunRecord, ThreadRecord, n
 from tenxgraph.serve.runs import served_values
 from tenxgraph.serve.schemas import RunCreate
 from tenxgraph.serve.streaming import END, EventLog, EventWriter, follow
-from tenxgraph.serve.worker import Worker
+from tenxgraph.serve.worker import Worker, roll_back
 from tenxgraph.storage.store.base import BaseStore
 
 logger = logging.getLogger("tenxgraph.serve")
@@ -176,8 +176,10 @@ class Server:
         ended = await self.db.request_cancel(run_ids, action)
         for run in ended:
             await self._end_unstarted(run)
-            if action == "rollback":
-                await self.db.delete_run(run.run_id, run.owner)
+            if action == "rollback":  # a run resumed after its worker died may have written
+                graph = self.graphs.get(run.assistant_id)
+                if graph is None or await roll_back(graph, run) is None:
+                    await self.db.delete_run(run.run_id, run.owner)
         await self.bus.publish(CANCEL)
 
     async def _end_unstarted(self, run: RunRecord) -> None:

@@ -144,13 +144,20 @@ class Worker:
         except Exception as exc:
             log.add("error", error_json(exc))
             status, thread, result = "error", "error", {"__error__": error_json(exc)}
+        if rollback and graph is not None:  # the thread as it was before the run
+            failed = await roll_back(graph, run)
+            if failed is not None:  # the run and what it saved stay, as they are
+                log.add("error", failed)
+                status, thread, result, rollback = "error", "error", {"__error__": failed}, False
+            else:  # idle, or paused again if it was paused at an interrupt then
+                thread = await _status_after(graph, run.thread_id)
         try:
             await log.close()
         finally:
             end = log.next_event(END, None)
             if await self.db.finish_run(run.run_id, self.worker_id, status, result, thread, end):
                 await self.bus.publish_many((run_topic(run.run_id), QUEUE))
-                if rollback:  # the run is forgotten (the steps it saved stay: append-only)
+                if rollback:  # the run is forgotten (its steps stay in the thread's history)
                     await self.db.delete_run(run.run_id, run.owner)
             if run.temporary and graph is not None:
                 await forget_thread(self.db, graph, run.thread_id)
@@ -189,7 +196,42 @@ class Worker:
             return None, True
         if run.start_version is None:
             await self.db.set_start_version(run.run_id, now)
+            run.start_version = now  # what a rollback restores
         return graph_input(run), False
+
+
+async def roll_back(graph: CompiledGraph[Any], run: RunRecord) -> dict[str, Any] | None:
+    """Give the run's thread back the state it had when the run started, as a new version
+    (the run's own versions stay in the history); nothing when the run wrote nothing. None
+    when done, else the error, saying what was left as it was."""
+    checkpointer, start = graph.checkpointer, run.start_version
+    head = None
+    try:
+        head = None if checkpointer is None else await checkpointer.aversion(run.thread_id)
+        if start is None or head is None or head == start:
+            return None  # the run never started, or wrote nothing
+        await graph.arestore({"thread_id": run.thread_id}, None if start == NO_STATE else start)
+    except Exception as exc:
+        logger.warning("could not roll back thread %s: %s", run.thread_id, exc)
+        with contextlib.suppress(Exception):
+            if checkpointer is not None and await checkpointer.aversion(run.thread_id) == head:
+                exc.add_note("Nothing was written: the thread keeps the state the run left")
+        notes = " ".join(getattr(exc, "__notes__", ()))
+        return {
+            "error": type(exc).__name__,
+            "message": f"the rollback of run {run.run_id} on thread {run.thread_id!r} failed: "
+            f"{exc}{'. ' + notes if notes else ''}. Update the thread's state, or run again",
+        }
+    return None
+
+
+async def _status_after(graph: CompiledGraph[Any], thread_id: str) -> ThreadStatus:
+    """A rolled-back thread's status: idle, or interrupted when its state is paused."""
+    try:
+        return outcome(await graph.aget_state({"thread_id": thread_id}))[1]
+    except Exception:
+        logger.exception("could not read rolled-back thread %s", thread_id)
+        return "idle"
 
 
 async def forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) -> None:
@@ -200,4 +242,4 @@ async def forget_thread(db: ServeDB, graph: CompiledGraph[Any], thread_id: str) 
             await graph.checkpointer.adelete_thread(thread_id)
 
 
-__all__ = ["Worker", "forget_thread"]
+__all__ = ["Worker", "forget_thread", "roll_back"]

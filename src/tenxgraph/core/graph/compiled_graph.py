@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Self
 
+from tenxgraph.core.exceptions import ResourceNotFoundError, StorageError
 from tenxgraph.core.graph.engine import Run
 from tenxgraph.core.graph.merge import apply_update, copy_message, handed_out, log_entries
 from tenxgraph.core.graph.node import NodeFunc, NodeSpec, compile_node, normalize
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.graph.results import RunResult, StateT
+from tenxgraph.core.graph.rollback import forget_children, paused_children
 from tenxgraph.core.graph.routing import Routing
 from tenxgraph.core.graph.run_config import WANTED, RunSettings
 from tenxgraph.core.graph.subgraph import Subgraph, child_thread_id
@@ -329,6 +331,59 @@ class CompiledGraph(Generic[StateT]):
             return await self.aupdate_state(config, values, replace=replace)
 
         return self._loop_thread.run(update)
+
+    async def arestore(self, config: dict[str, Any], version: int | None) -> int:
+        """Roll the thread back: its state at `version` (header and messages) becomes its
+        state again, as a new version. Nothing is rewritten: the versions after `version`
+        stay in the history and still load (`aget_state_history` lists them, then this one).
+        `version=None`: the thread as it was before its first version, a new version with
+        no messages. Refused with `ThreadBusyError` while a run holds the thread, and with
+        `StaleStateError` if one changed it meanwhile. The threads its subgraph nodes kept
+        for the steps rolled back are deleted (see `tenxgraph.core.graph.rollback`). Returns
+        the new version."""
+        if self.checkpointer is None:
+            raise ValueError("arestore needs a graph compiled with a checkpointer")
+        thread_id, store = thread_id_of(config), self.checkpointer
+        threads = self._threads
+        key = await threads.take_turn(thread_id)
+        try:
+            threads.forget(thread_id)
+            history = await store.ahistory(thread_id)
+            if not history:
+                raise ResourceNotFoundError(
+                    f"Thread {thread_id!r} does not exist: there is no state to restore",
+                    context={"thread_id": thread_id},
+                )
+            empty = threads.new_state() if version is None else None
+            if not any(isinstance(s.func, Subgraph) for s in self._program.specs.values()):
+                return await store.arestore(
+                    thread_id, version, expected_version=history[0].version, empty=empty
+                )
+            target = empty or await self.aget_state(
+                {"thread_id": thread_id, "checkpoint_version": version}
+            )
+            assert target is not None
+            saved_at = next((i.created_at for i in history if i.version == version), 0.0)
+            keep = await paused_children(self._program, store, thread_id, target, saved_at)
+            restored = await store.arestore(
+                thread_id, version, expected_version=history[0].version, empty=empty
+            )
+            steps = range(target.execution_meta.step, max(i.step for i in history) + 2)
+            try:
+                await forget_children(self._program, store, thread_id, steps, keep)
+            except Exception as exc:
+                raise StorageError(
+                    f"Thread {thread_id!r} was rolled back (as version {restored}), but the "
+                    f"threads its subgraph nodes kept for the steps rolled back could not all "
+                    f"be deleted ({exc}); restore it again to delete them",
+                    context={"thread_id": thread_id, "version": restored},
+                ) from exc
+            return restored
+        finally:
+            threads.end_turn(key)
+
+    def restore(self, config: dict[str, Any], version: int | None) -> int:
+        return self._loop_thread.run(self.arestore, config, version)
 
     # -- stopping --------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
             "updated_at, lease_owner, lease_expires, lease_heartbeat) "
             f"VALUES ($1, 1, $2, $3, $3, $4::text, {_LEASE.format(owner='$4', ttl='$5')}, "
             f"{NOW}) ON CONFLICT DO NOTHING "
-            "RETURNING generation, 0::bigint AS start, $4::text IS NOT NULL AS taken"
+            "RETURNING generation, 0::bigint AS start, log_start, $4::text IS NOT NULL AS taken"
         )
         prior = ""
         version, now, ids, bodies, header, step, status, node = (
@@ -58,14 +58,17 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
             else f"(SELECT COALESCE(MAX(seq) + 1, 0) FROM {schema}.tx_messages "
             "WHERE thread_id = $1)"
         )
+        # a rewrite's log starts at seq 0, and no version from before it loads any more
+        restart = ", log_start = 0, oldest_generation = generation + 1" if rewrite else ""
         prior = f"prior AS (SELECT lease_owner FROM {schema}.tx_threads WHERE thread_id = $1), "
         cas = (
             f"UPDATE {schema}.tx_threads SET version = version + 1, "
             "generation = generation + $3, updated_at = $4, lease_owner = $5::text, "
-            f"lease_expires = {_LEASE.format(owner='$5', ttl='$6')}, lease_heartbeat = {NOW} "
-            "WHERE thread_id = $1 AND version = $2 AND (lease_owner IS NULL "
+            f"lease_expires = {_LEASE.format(owner='$5', ttl='$6')}, lease_heartbeat = {NOW}"
+            f"{restart} WHERE thread_id = $1 AND version = $2 AND (lease_owner IS NULL "
             f"OR lease_owner = $7::text OR lease_expires <= {NOW}) "
-            f"RETURNING generation, {start} AS start, $7::text IS NOT NULL AND NOT EXISTS "
+            f"RETURNING generation, {start} AS start, log_start, "
+            "$7::text IS NOT NULL AND NOT EXISTS "
             "(SELECT 1 FROM prior WHERE lease_owner = $7::text) AS taken"
         )
         version, now, ids, bodies, header, step, status, node = (
@@ -91,8 +94,9 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
         f"FROM cas, unnest({ids}::text[], {bodies}::text[]) WITH ORDINALITY AS t(m, b, n)"
         f"{overwrite}), "
         f"saved AS (INSERT INTO {schema}.tx_checkpoints (thread_id, version, header, "
-        "message_count, generation, step, status, node, created_at) "
-        f"SELECT $1, {version}, {header}::text, cas.start + {count}, cas.generation, "
+        "message_count, generation, log_start, step, status, node, created_at) "
+        f"SELECT $1, {version}, {header}::text, cas.start - cas.log_start + {count}, "
+        "cas.generation, cas.log_start, "
         f"{step}::bigint, {status}::text, {node}::text, {now}::double precision FROM cas), "
         f"cleared AS (DELETE FROM {schema}.tx_stop_requests WHERE thread_id = $1 "
         "AND EXISTS (SELECT 1 FROM cas WHERE cas.taken)) "

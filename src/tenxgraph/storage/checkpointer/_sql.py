@@ -29,7 +29,7 @@ from tenxgraph.storage.checkpointer._codec import stored_text
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def stale_error(thread_id: str, expected: int | None, found: int | None) -> StaleStateError:
@@ -52,6 +52,22 @@ def rewritten_version_error(thread_id: str, version: int) -> StorageError:
         f"Thread {thread_id!r}: version {version} predates a rewrite of its "
         "history and can no longer be loaded",
         context={"thread_id": thread_id, "version": version},
+    )
+
+
+def check_restore(thread_id: str, version: int | None, empty: object) -> None:
+    """Refuse a restore's arguments that do not name a state."""
+    if version is None and empty is None:
+        raise ValueError(
+            f"Thread {thread_id!r}: restoring the state before the thread's first version "
+            "(version=None) needs the empty state to store (empty=...)"
+        )
+
+
+def no_thread_error(thread_id: str) -> ResourceNotFoundError:
+    return ResourceNotFoundError(
+        f"Thread {thread_id!r} does not exist: there is no state to restore",
+        context={"thread_id": thread_id},
     )
 
 

@@ -142,6 +142,7 @@ _THREAD_METHODS = frozenset(
         "aversion",
         "aload",
         "aload_recent",
+        "arestore",
         "aread_log",
         "afind_ids",
         "asystem_messages",
@@ -311,6 +312,26 @@ class BaseCheckpointer(ABC):
         `release` is true; without one, it leaves the thread unleased. (A run whose lease
         expired and was taken over gets `ThreadBusyError` here; the engine reports it as
         `LeaseLostError`.)"""
+
+    async def arestore(
+        self,
+        thread_id: str,
+        version: int | None,
+        *,
+        expected_version: int,
+        empty: AgentState | None = None,
+    ) -> int:
+        """Make the thread's state at `version` its state again, as a new version: that
+        version's header and messages, copied to the end of the stored log. Nothing is
+        rewritten or deleted: every earlier version still loads, the ones after `version`
+        too (a rolled-back run's steps stay in the history). `version=None`: a new version
+        with `empty`'s header and no messages (the thread as it was before it had state).
+
+        Refused like `asave`, before anything is written: `ThreadBusyError` while another
+        run's lease is live, `StaleStateError` unless the thread is at `expected_version`;
+        `ResourceNotFoundError` for an unknown thread or version, `StorageError` for a
+        version from before a history rewrite. The new version holds no lease. Returns it."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement arestore")
 
     # -- lazy histories: a thread loaded with its recent messages only ----------------------
 

@@ -21,7 +21,12 @@ from tenxgraph.storage.checkpointer._listing import (
     decode_cursor,
     encode_cursor,
 )
-from tenxgraph.storage.checkpointer._sql import encode_tool_result
+from tenxgraph.storage.checkpointer._sql import (
+    check_restore,
+    encode_tool_result,
+    no_thread_error,
+    stale_error,
+)
 from tenxgraph.storage.checkpointer.base import (
     BaseCheckpointer,
     CheckpointInfo,
@@ -59,6 +64,7 @@ class _Version:
     header: str
     message_count: int
     generation: int
+    log_start: int  # where its messages start in the thread's `messages`
     step: int
     status: str
     node: str | None
@@ -70,6 +76,8 @@ class _Thread:
     versions: list[_Version] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     generation: int = 0
+    oldest_generation: int = 0  # the generation of the last rewrite: older ones cannot load
+    log_start: int = 0  # where the head's messages start in `messages` (moved by a restore)
     lease_owner: str | None = None
     lease_expires: float = 0.0
     size: int = 0  # what it counts against `max_bytes`: its JSON text plus row overheads
@@ -144,9 +152,9 @@ class InMemoryCheckpointer(BaseCheckpointer):
             return None
         self._touch(thread_id)
         saved = thread.versions[-1] if version is None else _find(thread, thread_id, version)
-        state = decode_state(
-            state_type, thread_id, saved.header, thread.messages[: saved.message_count]
-        )
+        start = saved.log_start
+        rows = thread.messages[start : start + saved.message_count]
+        state = decode_state(state_type, thread_id, saved.header, rows)
         return ThreadSnapshot(thread_id, saved.version, state)
 
     async def asave(
@@ -186,6 +194,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         if rewrite:
             thread.messages = encoded
             thread.generation += 1
+            thread.oldest_generation, thread.log_start = thread.generation, 0
         else:
             thread.messages.extend(encoded)
         step, status, node = checkpoint_fields(state)
@@ -194,8 +203,9 @@ class InMemoryCheckpointer(BaseCheckpointer):
             _Version(
                 version,
                 header,
-                len(thread.messages),
+                len(thread.messages) - thread.log_start,
                 thread.generation,
+                thread.log_start,
                 step,
                 status,
                 node,
@@ -208,6 +218,48 @@ class InMemoryCheckpointer(BaseCheckpointer):
             self._touch(thread_id)
             self._keep_within_bounds(thread_id)
         return version
+
+    async def arestore(
+        self,
+        thread_id: str,
+        version: int | None,
+        *,
+        expected_version: int,
+        empty: AgentState | None = None,
+    ) -> int:
+        check_restore(thread_id, version, empty)
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            raise no_thread_error(thread_id)
+        now = time.time()
+        holder = thread.holder(now)
+        if holder is not None:
+            raise busy_error(thread_id, holder, thread.lease_expires - now)
+        if thread.version != expected_version:
+            raise stale_error(thread_id, expected_version, thread.version)
+        if version is None:
+            assert empty is not None
+            header, rows = encode_header(empty, thread_id), []
+            step, status, node = checkpoint_fields(empty)
+        else:
+            saved = _find(thread, thread_id, version)
+            header, step, status, node = saved.header, saved.step, saved.status, saved.node
+            rows = thread.messages[saved.log_start : saved.log_start + saved.message_count]
+        if self.max_bytes is not None:
+            self._count(thread, header, rows, ())
+        thread.generation += 1  # a lazy history of the head before reads nothing of this one
+        thread.log_start = len(thread.messages)
+        thread.messages.extend(rows)
+        thread.lease_owner, thread.lease_expires = None, 0.0
+        restored = thread.version + 1
+        start, generation = thread.log_start, thread.generation
+        thread.versions.append(
+            _Version(restored, header, len(rows), generation, start, step, status, node, now)
+        )
+        if self._recent is not None:
+            self._touch(thread_id)
+            self._keep_within_bounds(thread_id)
+        return restored
 
     # -- the bounds ------------------------------------------------------------------------
 
@@ -399,7 +451,7 @@ def _bound(name: str, value: int | None) -> int | None:
 def _find(thread: _Thread, thread_id: str, version: int) -> _Version:
     for saved in thread.versions:
         if saved.version == version:
-            if saved.generation != thread.generation:
+            if saved.generation < thread.oldest_generation:
                 raise StorageError(
                     f"Thread {thread_id!r}: version {version} predates a rewrite of its "
                     "history and can no longer be loaded",

@@ -43,11 +43,13 @@ from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     changed_history_error,
+    check_restore,
     decode_tool_result,
     encode_tool_result,
     log_bodies,
     missing_messages_error,
     missing_version_error,
+    no_thread_error,
     rewritten_version_error,
     schema_too_new_error,
     stale_error,
@@ -138,6 +140,20 @@ def _message_ids_v3(s: str) -> tuple[str, ...]:
     )
 
 
+def _restores_v4(s: str) -> tuple[str, ...]:
+    """Restores (`arestore`) append a copy of an earlier version's messages, so a version's
+    messages start at its `log_start` in the thread's log; versions of generations from
+    before the last rewrite (`oldest_generation`) cannot load, the later ones can."""
+    return (
+        f"""ALTER TABLE {s}.tx_threads
+            ADD COLUMN IF NOT EXISTS log_start BIGINT NOT NULL DEFAULT 0,
+            ADD COLUMN IF NOT EXISTS oldest_generation BIGINT NOT NULL DEFAULT 0""",
+        f"UPDATE {s}.tx_threads SET oldest_generation = generation",
+        f"ALTER TABLE {s}.tx_checkpoints ADD COLUMN IF NOT EXISTS log_start BIGINT NOT NULL "
+        "DEFAULT 0",
+    )
+
+
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
 #: transaction under the schema advisory lock, together with the version update.
@@ -145,6 +161,7 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
     1: _schema_v1,
     2: _leases_v2,
     3: _message_ids_v3,
+    4: _restores_v4,
 }
 
 
@@ -310,7 +327,8 @@ class PgCheckpointer(BaseCheckpointer):
             # REPEATABLE READ: header and messages come from one snapshot
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 thread = await conn.fetchrow(
-                    f"SELECT version, generation FROM {self._s}.tx_threads WHERE thread_id = $1",
+                    f"SELECT version, oldest_generation FROM {self._s}.tx_threads "
+                    "WHERE thread_id = $1",
                     thread_id,
                 )
                 if thread is None:
@@ -318,20 +336,21 @@ class PgCheckpointer(BaseCheckpointer):
                 latest = int(thread["version"])
                 wanted = latest if version is None else version
                 saved = await conn.fetchrow(
-                    f"SELECT header, message_count, generation FROM {self._s}.tx_checkpoints "
-                    "WHERE thread_id = $1 AND version = $2",
+                    f"SELECT header, message_count, generation, log_start "
+                    f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 AND version = $2",
                     thread_id,
                     wanted,
                 )
                 if saved is None:
                     raise missing_version_error(thread_id, wanted, latest)
-                if saved["generation"] != thread["generation"]:
+                if saved["generation"] < thread["oldest_generation"]:
                     raise rewritten_version_error(thread_id, wanted)
                 count = int(saved["message_count"])
                 rows = await conn.fetch(
                     f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
-                    "ORDER BY seq LIMIT $2",
+                    "AND seq >= $2 ORDER BY seq LIMIT $3",
                     thread_id,
+                    saved["log_start"],
                     count,
                 )
                 if len(rows) != count:
@@ -362,12 +381,13 @@ class PgCheckpointer(BaseCheckpointer):
                 "SELECT t.version, t.generation, c.header, c.message_count, "
                 "c.generation AS saved_generation, ARRAY("
                 f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
-                "AND m.seq >= c.message_count - $2 AND m.seq < c.message_count ORDER BY m.seq"
+                "AND m.seq >= c.log_start + GREATEST(c.message_count - $2, 0) "
+                "AND m.seq < c.log_start + c.message_count ORDER BY m.seq"
                 ") AS bodies, ARRAY("
                 f"SELECT m.message_id FROM {self._s}.tx_messages m "
                 "WHERE m.thread_id = t.thread_id AND m.message_id = ANY($3::text[]) "
-                f"AND m.seq < c.message_count) AS found_ids FROM {self._s}.tx_threads t "
-                f"JOIN {self._s}.tx_checkpoints c "
+                "AND m.seq >= c.log_start AND m.seq < c.log_start + c.message_count"
+                f") AS found_ids FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1",
                 thread_id,
                 max(keep, 0),
@@ -390,8 +410,9 @@ class PgCheckpointer(BaseCheckpointer):
     async def _log_array(
         self, thread_id: str, generation: int, select: str, *params: Any
     ) -> list[Any]:
-        """What `select` (one column of the thread's log, `$1` its thread id) finds, if the log
-        is still the one of `generation` (else `changed_history_error`): one statement."""
+        """What `select` (one column of the thread's log, `$1` its thread id, `t.log_start`
+        the seq of its first message) finds, if the log is still the one of `generation`
+        (else `changed_history_error`): one statement."""
         found = await self._run(
             lambda conn: conn.fetchrow(
                 f"SELECT t.generation, ARRAY({select}) AS found "
@@ -411,7 +432,7 @@ class PgCheckpointer(BaseCheckpointer):
             thread_id,
             generation,
             f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
-            "AND m.seq >= $2 AND m.seq < $3 ORDER BY m.seq",
+            "AND m.seq >= t.log_start + $2 AND m.seq < t.log_start + $3 ORDER BY m.seq",
             start,
             stop,
         )
@@ -425,7 +446,8 @@ class PgCheckpointer(BaseCheckpointer):
             thread_id,
             generation,
             f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
-            "AND m.message_id = ANY($2::text[]) AND m.seq < $3",
+            "AND m.message_id = ANY($2::text[]) AND m.seq >= t.log_start "
+            "AND m.seq < t.log_start + $3",
             sorted({str(i) for i in ids}),
             below,
         )
@@ -437,8 +459,9 @@ class PgCheckpointer(BaseCheckpointer):
         found = await self._log_array(
             thread_id,
             generation,
-            f"SELECT ROW(m.seq, m.body) FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
-            f"AND m.seq >= $2 AND m.seq < $3 AND strpos(m.body, '{SYSTEM_MARK}') > 0 "
+            f"SELECT ROW(m.seq - t.log_start, m.body) FROM {self._s}.tx_messages m "
+            "WHERE m.thread_id = $1 AND m.seq >= t.log_start + $2 "
+            f"AND m.seq < t.log_start + $3 AND strpos(m.body, '{SYSTEM_MARK}') > 0 "
             "ORDER BY m.seq",
             start,
             stop,
@@ -516,6 +539,80 @@ class PgCheckpointer(BaseCheckpointer):
                     ) from unknown.__cause__
                 attempt += 1
 
+    async def arestore(
+        self,
+        thread_id: str,
+        version: int | None,
+        *,
+        expected_version: int,
+        empty: AgentState | None = None,
+    ) -> int:
+        check_restore(thread_id, version, empty)
+        blank = None
+        if empty is not None:
+            blank = (encode_header(empty, thread_id), *checkpoint_fields(empty), 0, 0)
+        s = self._s
+
+        async def write(conn: Connection) -> int:
+            async with conn.transaction():
+                thread = await conn.fetchrow(
+                    f"SELECT version, generation, oldest_generation, lease_owner, "
+                    f"lease_expires - {NOW} AS remaining FROM {s}.tx_threads "
+                    "WHERE thread_id = $1 FOR UPDATE",
+                    thread_id,
+                )
+                if thread is None:
+                    raise no_thread_error(thread_id)
+                holder, remaining = thread["lease_owner"], thread["remaining"]
+                if holder is not None and remaining is not None and remaining > 0:
+                    raise busy_error(thread_id, holder, remaining)
+                if thread["version"] != expected_version:
+                    raise stale_error(thread_id, expected_version, thread["version"])
+                copied = blank
+                if version is not None:
+                    copied = await self._restored(conn, thread_id, version, thread)
+                assert copied is not None
+                header, step, status, node, start, count = copied
+                restored, generation = expected_version + 1, int(thread["generation"]) + 1
+                await conn.execute(
+                    f"WITH base AS (SELECT COALESCE(MAX(seq) + 1, 0) AS seq FROM {s}.tx_messages "
+                    "WHERE thread_id = $1), "
+                    f"copied AS (INSERT INTO {s}.tx_messages (thread_id, seq, message_id, body) "
+                    "SELECT $1, m.seq - $3 + base.seq, m.message_id, m.body "
+                    f"FROM {s}.tx_messages m, base WHERE m.thread_id = $1 AND m.seq >= $3 "
+                    "AND m.seq < $3 + $4), "
+                    f"saved AS (INSERT INTO {s}.tx_checkpoints (thread_id, version, header, "
+                    "message_count, generation, log_start, step, status, node, created_at) "
+                    f"SELECT $1, $2, $5, $4, $6, base.seq, $7, $8, $9, {NOW} FROM base) "
+                    f"UPDATE {s}.tx_threads SET version = $2, generation = $6, "
+                    f"updated_at = {NOW}, lease_owner = NULL, lease_expires = NULL, "
+                    "log_start = base.seq FROM base WHERE thread_id = $1",
+                    thread_id, restored, start, count, header, generation, step, status, node,
+                )  # fmt: skip
+                return restored
+
+        return await self._run(write)
+
+    async def _restored(
+        self, conn: Connection, thread_id: str, version: int, thread: Any
+    ) -> tuple[str, int, str, str | None, int, int]:
+        """What a restore copies of `version`: its header, step, status, node, and where its
+        messages are (their first seq, their count)."""
+        saved = await conn.fetchrow(
+            "SELECT header, step, status, node, log_start, message_count, generation "
+            f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 AND version = $2",
+            thread_id,
+            version,
+        )
+        if saved is None:
+            raise missing_version_error(thread_id, version, int(thread["version"]))
+        if saved["generation"] < thread["oldest_generation"]:
+            raise rewritten_version_error(thread_id, version)
+        return (
+            str(saved["header"]), int(saved["step"]), str(saved["status"]), saved["node"],
+            int(saved["log_start"]), int(saved["message_count"]),
+        )  # fmt: skip
+
     # -- leases ----------------------------------------------------------------------------
 
     async def arenew_lease(self, thread_id: str, lease: Lease) -> bool:
@@ -569,14 +666,14 @@ class PgCheckpointer(BaseCheckpointer):
             f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
         )
         saved = await conn.fetchrow(
-            f"SELECT header, message_count FROM {self._s}.tx_checkpoints "
-            "WHERE thread_id = $1 AND version = $2",
+            f"SELECT header, message_count + log_start AS message_count "
+            f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 AND version = $2",
             thread_id,
             version,
         )
         if saved is None:
             return (None if current is None else int(current), None, [])
-        count = int(saved["message_count"])
+        count = int(saved["message_count"])  # the seq after its last message
         rows = await conn.fetch(
             f"SELECT message_id FROM {self._s}.tx_messages WHERE thread_id = $1 "
             "AND seq >= $2 AND seq < $3 ORDER BY seq",

@@ -32,11 +32,13 @@ from tenxgraph.storage.checkpointer._listing import (
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
     changed_history_error,
+    check_restore,
     decode_tool_result,
     encode_tool_result,
     log_bodies,
     missing_messages_error,
     missing_version_error,
+    no_thread_error,
     rewritten_version_error,
     schema_too_new_error,
     sqlite_error,
@@ -119,9 +121,24 @@ _MESSAGE_IDS_V3 = (
     f"WHERE instr(body, '{SYSTEM_MARK}') > 0",
 )
 
+# version 4: restores (`arestore`) append a copy of an earlier version's messages, so a
+# version's messages start at its `log_start` in the thread's log; versions of generations
+# from before the last rewrite (`oldest_generation`) cannot load, the later ones can
+_RESTORES_V4 = (
+    "ALTER TABLE tx_threads ADD COLUMN log_start INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tx_threads ADD COLUMN oldest_generation INTEGER NOT NULL DEFAULT 0",
+    "UPDATE tx_threads SET oldest_generation = generation",
+    "ALTER TABLE tx_checkpoints ADD COLUMN log_start INTEGER NOT NULL DEFAULT 0",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
-MIGRATIONS: dict[int, Sequence[str]] = {1: _SCHEMA_V1, 2: _LEASES_V2, 3: _MESSAGE_IDS_V3}
+MIGRATIONS: dict[int, Sequence[str]] = {
+    1: _SCHEMA_V1,
+    2: _LEASES_V2,
+    3: _MESSAGE_IDS_V3,
+    4: _RESTORES_V4,
+}
 
 _IDS_PER_QUERY = 500  # message ids looked up per statement (SQLite limits its parameters)
 
@@ -347,28 +364,29 @@ class SqliteCheckpointer(BaseCheckpointer):
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT version, generation FROM tx_threads WHERE thread_id = ?",
+                "SELECT version, oldest_generation FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             if thread is None:
                 return None
-            latest, generation = int(thread[0]), int(thread[1])
+            latest, oldest = int(thread[0]), int(thread[1])
             wanted = latest if version is None else version
             saved = await self._fetchone(
                 conn,
-                "SELECT header, message_count, generation FROM tx_checkpoints "
+                "SELECT header, message_count, generation, log_start FROM tx_checkpoints "
                 "WHERE thread_id = ? AND version = ?",
                 (thread_id, wanted),
             )
             if saved is None:
                 raise missing_version_error(thread_id, wanted, latest)
-            if saved[2] != generation:
+            if saved[2] < oldest:
                 raise rewritten_version_error(thread_id, wanted)
             count = int(saved[1])
             rows = await self._fetchall(
                 conn,
-                "SELECT body FROM tx_messages WHERE thread_id = ? ORDER BY seq LIMIT ?",
-                (thread_id, count),
+                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? "
+                "ORDER BY seq LIMIT ?",
+                (thread_id, int(saved[3]), count),
             )
         if len(rows) != count:
             raise missing_messages_error(thread_id, count, len(rows))
@@ -395,12 +413,13 @@ class SqliteCheckpointer(BaseCheckpointer):
             rows = await self._fetchall(
                 conn,
                 "SELECT t.version, t.generation, c.generation, c.message_count, m.seq, "
-                "CASE WHEN m.seq IS NULL OR m.seq = max(c.message_count - ?, 0) "
+                "CASE WHEN m.seq IS NULL OR m.seq = c.log_start + max(c.message_count - ?, 0) "
                 "THEN c.header END, m.body "
                 "FROM tx_threads t JOIN tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version "
                 "LEFT JOIN tx_messages m ON m.thread_id = t.thread_id "
-                "AND m.seq >= c.message_count - ? AND m.seq < c.message_count "
+                "AND m.seq >= c.log_start + max(c.message_count - ?, 0) "
+                "AND m.seq < c.log_start + c.message_count "
                 "WHERE t.thread_id = ? ORDER BY m.seq",
                 (keep, keep, thread_id),
             )
@@ -425,14 +444,17 @@ class SqliteCheckpointer(BaseCheckpointer):
         self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
     ) -> list[sqlite3.Row]:
         """Rows of a query on the thread's log, if the log is still the one of `generation`
-        (else `changed_history_error`), both read in one snapshot."""
+        (else `changed_history_error`), both read in one snapshot. `sql`'s first parameter
+        is where the log starts (its first message's seq), then `params`."""
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
-                conn, "SELECT generation FROM tx_threads WHERE thread_id = ?", (thread_id,)
+                conn,
+                "SELECT generation, log_start FROM tx_threads WHERE thread_id = ?",
+                (thread_id,),
             )
             if thread is None or int(thread[0]) != generation:
                 raise changed_history_error(thread_id)
-            return await self._fetchall(conn, sql, params)
+            return await self._fetchall(conn, sql, (int(thread[1]), *params))
 
     async def aread_log(
         self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
@@ -440,8 +462,8 @@ class SqliteCheckpointer(BaseCheckpointer):
         rows = await self._log_rows(
             thread_id,
             generation,
-            "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? AND seq < ? "
-            "ORDER BY seq",
+            "SELECT body FROM tx_messages, (SELECT ? AS base) WHERE thread_id = ? "
+            "AND seq >= base + ? AND seq < base + ? ORDER BY seq",
             (thread_id, start, stop),
         )
         bodies = log_bodies(thread_id, [r[0] for r in rows], start, stop)
@@ -461,7 +483,8 @@ class SqliteCheckpointer(BaseCheckpointer):
                     conn,
                     "SELECT t.generation, m.message_id FROM tx_threads t "
                     "LEFT JOIN tx_messages m INDEXED BY tx_messages_ids "
-                    "ON m.thread_id = t.thread_id AND m.seq < ? "
+                    "ON m.thread_id = t.thread_id AND m.seq >= t.log_start "
+                    "AND m.seq < t.log_start + ? "
                     f"AND m.message_id IN ({', '.join('?' * len(part))}) "
                     "WHERE t.thread_id = ?",
                     (below, *part, thread_id),
@@ -477,8 +500,9 @@ class SqliteCheckpointer(BaseCheckpointer):
         rows = await self._log_rows(
             thread_id,
             generation,
-            "SELECT seq, body FROM tx_messages INDEXED BY tx_messages_system "
-            "WHERE thread_id = ? AND seq >= ? AND seq < ? "
+            "SELECT seq - base, body FROM (SELECT ? AS base), "
+            "tx_messages INDEXED BY tx_messages_system "
+            "WHERE thread_id = ? AND seq >= base + ? AND seq < base + ? "
             f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
             (thread_id, start, stop),
         )
@@ -502,8 +526,8 @@ class SqliteCheckpointer(BaseCheckpointer):
         async with self._transaction(write=True) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT version, generation, lease_owner, lease_expires FROM tx_threads "
-                "WHERE thread_id = ?",
+                "SELECT version, generation, lease_owner, lease_expires, log_start, "
+                "oldest_generation FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             now = time.time()
@@ -513,10 +537,11 @@ class SqliteCheckpointer(BaseCheckpointer):
             if current != expected_version:
                 raise stale_error(thread_id, expected_version, current)
             generation = 0 if thread is None else int(thread[1])
+            base, oldest = (0, 0) if thread is None else (int(thread[4]), int(thread[5]))
             if rewrite:
                 await conn.execute("DELETE FROM tx_messages WHERE thread_id = ?", (thread_id,))
                 generation += 1
-                start = 0
+                start, base, oldest = 0, 0, generation
             else:
                 last = await self._fetchone(
                     conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_id = ?", (thread_id,)
@@ -533,9 +558,10 @@ class SqliteCheckpointer(BaseCheckpointer):
                 owner, expires = lease.owner, now + lease.ttl
             await conn.execute(
                 "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
-                "generation, step, status, node, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (thread_id, version, header, start + len(encoded), generation, step, status, node,
-                 now),
+                "generation, log_start, step, status, node, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, version, header, start - base + len(encoded), generation, base,
+                 step, status, node, now),
             )  # fmt: skip
             if thread is None:
                 await conn.execute(
@@ -547,10 +573,91 @@ class SqliteCheckpointer(BaseCheckpointer):
             else:
                 await conn.execute(
                     "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ?, "
-                    "lease_owner = ?, lease_expires = ?, lease_heartbeat = ? WHERE thread_id = ?",
-                    (version, generation, now, owner, expires, now, thread_id),
+                    "lease_owner = ?, lease_expires = ?, lease_heartbeat = ?, log_start = ?, "
+                    "oldest_generation = ? WHERE thread_id = ?",
+                    (version, generation, now, owner, expires, now, base, oldest, thread_id),
                 )
         return version
+
+    async def arestore(
+        self,
+        thread_id: str,
+        version: int | None,
+        *,
+        expected_version: int,
+        empty: AgentState | None = None,
+    ) -> int:
+        check_restore(thread_id, version, empty)
+        blank = (
+            None if empty is None else (encode_header(empty, thread_id), *checkpoint_fields(empty))
+        )
+        async with self._transaction(write=True) as conn:
+            thread = await self._fetchone(
+                conn,
+                "SELECT version, generation, lease_owner, lease_expires, oldest_generation "
+                "FROM tx_threads WHERE thread_id = ?",
+                (thread_id,),
+            )
+            if thread is None:
+                raise no_thread_error(thread_id)
+            now = time.time()
+            holder = _live_holder(thread[2], thread[3], now)
+            if holder is not None:
+                raise busy_error(thread_id, holder, thread[3] - now)
+            if int(thread[0]) != expected_version:
+                raise stale_error(thread_id, expected_version, int(thread[0]))
+            copied = await self._restored(conn, thread_id, version, int(thread[0]), thread[4])
+            if copied is None:
+                assert blank is not None
+                copied = (*blank, 0, 0)
+            header, step, status, node, start, count = copied
+            last = await self._fetchone(
+                conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_id = ?", (thread_id,)
+            )
+            base = 0 if last is None or last[0] is None else int(last[0]) + 1
+            await conn.execute(
+                "INSERT INTO tx_messages (thread_id, seq, message_id, body) "
+                "SELECT thread_id, seq - ? + ?, message_id, body FROM tx_messages "
+                "WHERE thread_id = ? AND seq >= ? AND seq < ?",
+                (start, base, thread_id, start, start + count),
+            )
+            restored, generation = int(thread[0]) + 1, int(thread[1]) + 1
+            await conn.execute(
+                "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
+                "generation, log_start, step, status, node, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, restored, header, count, generation, base, step, status, node, now),
+            )
+            await conn.execute(
+                "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ?, "
+                "lease_owner = NULL, lease_expires = NULL, log_start = ? WHERE thread_id = ?",
+                (restored, generation, now, base, thread_id),
+            )
+        return restored
+
+    async def _restored(
+        self,
+        conn: aiosqlite.Connection,
+        thread_id: str,
+        version: int | None,
+        latest: int,
+        oldest: int,
+    ) -> tuple[str, int, str, str | None, int, int] | None:
+        """What a restore copies of `version`: its header, step, status, node, and where its
+        messages are (their first seq, their count); None for `version=None`."""
+        if version is None:
+            return None
+        saved = await self._fetchone(
+            conn,
+            "SELECT header, step, status, node, log_start, message_count, generation "
+            "FROM tx_checkpoints WHERE thread_id = ? AND version = ?",
+            (thread_id, version),
+        )
+        if saved is None:
+            raise missing_version_error(thread_id, version, latest)
+        if int(saved[6]) < oldest:
+            raise rewritten_version_error(thread_id, version)
+        return str(saved[0]), int(saved[1]), str(saved[2]), saved[3], int(saved[4]), int(saved[5])
 
     # -- leases ----------------------------------------------------------------------------
 
