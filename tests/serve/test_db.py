@@ -165,6 +165,35 @@ async def test_list_runs_newest_first_with_filters(serve_db: ServeDB) -> None:
     assert [r.run_id for r in running] == [ids[0]]
 
 
+async def test_search_runs_reads_every_thread_of_the_owner_in_one_query(serve_db: ServeDB) -> None:
+    """Runs across 1,200 threads (more than the 1,000 a search once read one by one): newest
+    first, paged, filtered by thread, status, assistant and metadata; another owner's never."""
+    threads = [await thread(serve_db) for _ in range(1_200)]
+    made: list[RunRecord] = []
+    for n, thread_id in enumerate(threads):
+        record = RunRecord(
+            new_id(), thread_id, "ann", "agent" if n % 2 else "other", {}, {"n": n, "tag": n % 3}
+        )
+        await serve_db.create_run(record)
+        made.append(record)
+    await run(serve_db, await thread(serve_db, "bob"), owner="bob")
+    newest = [r.run_id for r in reversed(made)]
+    assert [r.run_id for r in await serve_db.search_runs("ann", limit=5)] == newest[:5]
+    page = await serve_db.search_runs("ann", limit=3, offset=1_197)
+    assert [r.run_id for r in page] == newest[1_197:]  # the oldest, beyond 1,000 threads
+    tagged = await serve_db.search_runs("ann", metadata={"tag": 1}, assistant_id="agent", limit=4)
+    assert [r.metadata["n"] for r in tagged] == [1195, 1189, 1183, 1177]
+    assert all(r.metadata["tag"] == 1 and r.assistant_id == "agent" for r in tagged)
+    one = await serve_db.search_runs("ann", thread_id=threads[7])
+    assert [r.run_id for r in one] == [made[7].run_id]
+    assert await serve_db.search_runs("ann", status="running") == []
+    await serve_db.claim_run("w1", TTL)  # the oldest queued run starts
+    running = await serve_db.search_runs("ann", status="running")
+    assert [r.run_id for r in running] == [made[0].run_id]
+    assert [r.owner for r in await serve_db.search_runs("bob")] == ["bob"]
+    assert await serve_db.search_runs("carl") == []
+
+
 # -- claiming --------------------------------------------------------------------------------
 
 

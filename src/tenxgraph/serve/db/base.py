@@ -120,6 +120,21 @@ class ServeDB(ABC):
         """The thread's runs, newest first."""
 
     @abstractmethod
+    async def search_runs(
+        self,
+        owner: str,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        assistant_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        """`owner`'s runs (on one thread, or on all), newest first: one query (the metadata
+        matched as `search_threads` matches it)."""
+
+    @abstractmethod
     async def claim_run(self, worker: str, ttl: float) -> RunRecord | None:
         """Take the oldest runnable run for `worker`, leased for `ttl` seconds: a running run
         whose lease expired (its worker died) first, else the oldest pending run of a thread

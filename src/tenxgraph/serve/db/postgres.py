@@ -310,6 +310,28 @@ class PostgresServeDB(PgTables, ServeDB):
         )
         return [run_from_row(row) for row in rows]
 
+    async def search_runs(
+        self,
+        owner: str,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        assistant_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        query = (
+            f"SELECT {RUN_COLUMNS} FROM {self._runs} WHERE owner = $1 "
+            "AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR assistant_id = $3) "
+            "AND ($4::jsonb IS NULL OR metadata @> $4::jsonb) "
+            "AND ($5::text IS NULL OR thread_id = $5) ORDER BY position DESC LIMIT $6 OFFSET $7"
+        )
+        wanted = json.dumps(metadata) if metadata else None
+        args = (owner, status, assistant_id, wanted, thread_id, limit, offset)
+        rows = await self._run(lambda conn: conn.fetch(query, *args))
+        return [run_from_row(row) for row in rows]
+
     async def claim_run(self, worker: str, ttl: float) -> RunRecord | None:
         asyncpg = load_asyncpg("PostgresServeDB")
         for _ in range(_CLAIM_TRIES):

@@ -210,6 +210,33 @@ class SqliteServeDB(SqliteFile, ServeDB):
         rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
         return [run_from_row(row) for row in rows]
 
+    async def search_runs(
+        self,
+        owner: str,
+        *,
+        thread_id: str | None = None,
+        status: RunStatus | None = None,
+        assistant_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        query = f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE owner = ?"
+        args: list[Any] = [owner]
+        for column, value in (
+            ("thread_id", thread_id), ("status", status), ("assistant_id", assistant_id)
+        ):  # fmt: skip
+            if value is not None:
+                query += f" AND {column} = ?"
+                args.append(value)
+        query += " ORDER BY position DESC"
+        if not metadata:  # else matched here, as search_threads does
+            query += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
+        rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
+        found = [r for r in map(run_from_row, rows) if metadata_matches(r.metadata, metadata)]
+        return found if not metadata else found[offset : offset + limit]
+
     async def claim_run(self, worker: str, ttl: float) -> RunRecord | None:
         abandoned = (
             f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE status = 'running' "

@@ -20,8 +20,6 @@ from tenxgraph.serve.streaming import END
 from tenxgraph.serve.wire import WireError
 from tenxgraph.serve.worker import forget_thread
 
-SEARCH_SCOPE = 1000  # a run search looks at this many of the caller's threads, runs each
-
 
 def _server(request: Request) -> Server:
     server: Server = request.app.state.tenxgraph
@@ -188,22 +186,15 @@ async def search_runs(request: Request) -> Response:
     server = _server(request)
     owner = await server.owner(request)
     body = await read_body(request, schemas.RunSearch, server.body_limit)
-    if body.thread_id is not None:
-        thread_ids = [(await server.thread(body.thread_id, owner)).thread_id]
-    else:
-        threads = await server.db.search_threads(owner, limit=SEARCH_SCOPE)
-        thread_ids = [t.thread_id for t in threads]
     agent = None if body.agent_id is None else server.graph_id(body.agent_id)
-    found: list[RunRecord] = []
-    for thread_id in thread_ids:
-        runs = await server.db.list_runs(thread_id, owner, status=body.status, limit=SEARCH_SCOPE)
-        found += [
-            r for r in runs
-            if agent in (None, r.assistant_id)
-            and all(r.metadata.get(k) == v for k, v in (body.metadata or {}).items())
-        ]  # fmt: skip
-    found.sort(key=lambda r: r.created_at, reverse=True)
-    return answer([run_json(r) for r in found[body.offset : body.offset + body.limit]])
+    thread_id = None
+    if body.thread_id is not None:  # someone else's (or no) thread: 404
+        thread_id = (await server.thread(body.thread_id, owner)).thread_id
+    found = await server.db.search_runs(
+        owner, thread_id=thread_id, status=body.status, assistant_id=agent,
+        metadata=body.metadata, limit=body.limit, offset=body.offset,
+    )  # fmt: skip
+    return answer([run_json(r) for r in found])
 
 
 async def join_stream(request: Request) -> Response:
