@@ -107,7 +107,6 @@ class ServeDB(ABC):
     @abstractmethod
     async def get_run(self, run_id: str, owner: str | None) -> RunRecord | None: ...
 
-    @abstractmethod
     async def list_runs(
         self,
         thread_id: str,
@@ -118,6 +117,9 @@ class ServeDB(ABC):
         offset: int = 0,
     ) -> list[RunRecord]:
         """The thread's runs, newest first."""
+        return await self.search_runs(
+            owner, thread_id=thread_id, status=status, limit=limit, offset=offset
+        )
 
     @abstractmethod
     async def search_runs(

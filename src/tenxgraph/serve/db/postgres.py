@@ -292,24 +292,6 @@ class PostgresServeDB(PgTables, ServeDB):
         row = await self._run(lambda conn: conn.fetchrow(query, run_id, *extra))
         return None if row is None else run_from_row(row)
 
-    async def list_runs(
-        self,
-        thread_id: str,
-        owner: str,
-        *,
-        status: RunStatus | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[RunRecord]:
-        query = (
-            f"SELECT {RUN_COLUMNS} FROM {self._runs} WHERE thread_id = $1 AND owner = $2 "
-            "AND ($3::text IS NULL OR status = $3) ORDER BY position DESC LIMIT $4 OFFSET $5"
-        )
-        rows = await self._run(
-            lambda conn: conn.fetch(query, thread_id, owner, status, limit, offset)
-        )
-        return [run_from_row(row) for row in rows]
-
     async def search_runs(
         self,
         owner: str,

@@ -191,25 +191,6 @@ class SqliteServeDB(SqliteFile, ServeDB):
         row = await self._run(lambda conn: conn.execute(query, (run_id, *extra)).fetchone())
         return None if row is None else run_from_row(row)
 
-    async def list_runs(
-        self,
-        thread_id: str,
-        owner: str,
-        *,
-        status: RunStatus | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[RunRecord]:
-        query = f"SELECT {RUN_COLUMNS} FROM serve_runs WHERE thread_id = ? AND owner = ?"
-        args: list[Any] = [thread_id, owner]
-        if status is not None:
-            query += " AND status = ?"
-            args.append(status)
-        query += " ORDER BY position DESC LIMIT ? OFFSET ?"
-        args += [limit, offset]
-        rows = await self._run(lambda conn: conn.execute(query, args).fetchall())
-        return [run_from_row(row) for row in rows]
-
     async def search_runs(
         self,
         owner: str,
