@@ -371,22 +371,15 @@ class SqliteCheckpointer(BaseCheckpointer):
                 return None
             latest, oldest = int(thread[0]), int(thread[1])
             wanted = latest if version is None else version
-            saved = await self._fetchone(
-                conn,
-                "SELECT header, message_count, generation, log_start FROM tx_checkpoints "
-                "WHERE thread_id = ? AND version = ?",
-                (thread_id, wanted),
+            saved = await self._version_row(
+                conn, thread_id, wanted, latest, oldest, "header, message_count, log_start"
             )
-            if saved is None:
-                raise missing_version_error(thread_id, wanted, latest)
-            if saved[2] < oldest:
-                raise rewritten_version_error(thread_id, wanted)
             count = int(saved[1])
             rows = await self._fetchall(
                 conn,
                 "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
-                (thread_id, int(saved[3]), count),
+                (thread_id, int(saved[2]), count),
             )
         if len(rows) != count:
             raise missing_messages_error(thread_id, count, len(rows))
@@ -647,17 +640,31 @@ class SqliteCheckpointer(BaseCheckpointer):
         messages are (their first seq, their count); None for `version=None`."""
         if version is None:
             return None
+        columns = "header, step, status, node, log_start, message_count"
+        saved = await self._version_row(conn, thread_id, version, latest, oldest, columns)
+        return str(saved[0]), int(saved[1]), str(saved[2]), saved[3], int(saved[4]), int(saved[5])
+
+    async def _version_row(
+        self,
+        conn: aiosqlite.Connection,
+        thread_id: str,
+        version: int,
+        latest: int,
+        oldest: int,
+        columns: str,
+    ) -> sqlite3.Row:
+        """`columns` of a stored version's checkpoint row; an error naming the version when
+        it is not stored or a rewrite retired it (its generation older than `oldest`)."""
         saved = await self._fetchone(
             conn,
-            "SELECT header, step, status, node, log_start, message_count, generation "
-            "FROM tx_checkpoints WHERE thread_id = ? AND version = ?",
+            f"SELECT {columns}, generation FROM tx_checkpoints WHERE thread_id = ? AND version = ?",
             (thread_id, version),
         )
         if saved is None:
             raise missing_version_error(thread_id, version, latest)
-        if int(saved[6]) < oldest:
+        if int(saved[-1]) < oldest:
             raise rewritten_version_error(thread_id, version)
-        return str(saved[0]), int(saved[1]), str(saved[2]), saved[3], int(saved[4]), int(saved[5])
+        return saved
 
     # -- leases ----------------------------------------------------------------------------
 
