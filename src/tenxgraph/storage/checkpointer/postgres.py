@@ -335,16 +335,9 @@ class PgCheckpointer(BaseCheckpointer):
                     return None
                 latest = int(thread["version"])
                 wanted = latest if version is None else version
-                saved = await conn.fetchrow(
-                    f"SELECT header, message_count, generation, log_start "
-                    f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 AND version = $2",
-                    thread_id,
-                    wanted,
+                saved = await self._version_row(
+                    conn, thread_id, wanted, thread, "header, message_count, log_start"
                 )
-                if saved is None:
-                    raise missing_version_error(thread_id, wanted, latest)
-                if saved["generation"] < thread["oldest_generation"]:
-                    raise rewritten_version_error(thread_id, wanted)
                 count = int(saved["message_count"])
                 rows = await conn.fetch(
                     f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
@@ -598,9 +591,21 @@ class PgCheckpointer(BaseCheckpointer):
     ) -> tuple[str, int, str, str | None, int, int]:
         """What a restore copies of `version`: its header, step, status, node, and where its
         messages are (their first seq, their count)."""
+        columns = "header, step, status, node, log_start, message_count"
+        saved = await self._version_row(conn, thread_id, version, thread, columns)
+        return (
+            str(saved["header"]), int(saved["step"]), str(saved["status"]), saved["node"],
+            int(saved["log_start"]), int(saved["message_count"]),
+        )  # fmt: skip
+
+    async def _version_row(
+        self, conn: Connection, thread_id: str, version: int, thread: Any, columns: str
+    ) -> Any:
+        """`columns` of a stored version's checkpoint row (`thread`: the thread's row); an
+        error naming the version when it is not stored or a rewrite retired it."""
         saved = await conn.fetchrow(
-            "SELECT header, step, status, node, log_start, message_count, generation "
-            f"FROM {self._s}.tx_checkpoints WHERE thread_id = $1 AND version = $2",
+            f"SELECT {columns}, generation FROM {self._s}.tx_checkpoints "
+            "WHERE thread_id = $1 AND version = $2",
             thread_id,
             version,
         )
@@ -608,10 +613,7 @@ class PgCheckpointer(BaseCheckpointer):
             raise missing_version_error(thread_id, version, int(thread["version"]))
         if saved["generation"] < thread["oldest_generation"]:
             raise rewritten_version_error(thread_id, version)
-        return (
-            str(saved["header"]), int(saved["step"]), str(saved["status"]), saved["node"],
-            int(saved["log_start"]), int(saved["message_count"]),
-        )  # fmt: skip
+        return saved
 
     # -- leases ----------------------------------------------------------------------------
 
