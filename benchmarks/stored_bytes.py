@@ -9,8 +9,9 @@ weighs less) of `--turns` turns (each an `ainvoke` of a one-node graph: a user m
 a turn by default) in a new store, then:
 
 - `messages_json`: the bytes of the messages' JSON (`model_dump_json()`), the yardstick; and
-  `message rows`, the JSON the store writes for them (`encode_message`: without the
-  top-level fields that hold their default);
+  `message rows`, the JSON the SQL stores write for them (`encode_message(m, id_column=True)`:
+  without the top-level fields that hold their default, text blocks' empty annotations, and
+  the id, which a column of the row holds);
 - SQLite: the database file as a user has it while the app runs (`file_open`: the main file
   plus its write-ahead log), and after the checkpointer is closed (`file_closed`: SQLite then
   folds the log into the file), each over `messages_json`; the file's free pages are counted
@@ -81,7 +82,8 @@ async def run_threads(
         assert snapshot is not None
         assert len(snapshot.state.context) == 2 * turns
         total += sum(len(m.model_dump_json().encode()) for m in snapshot.state.context)
-        rows = sum(len(encode_message(m).encode()) for m in snapshot.state.context)
+        context = snapshot.state.context
+        rows = sum(len(encode_message(m, id_column=True).encode()) for m in context)
         ROWS[0] += rows
     return total
 

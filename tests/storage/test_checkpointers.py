@@ -563,7 +563,7 @@ async def test_corrupt_message_role_names_the_thread_and_field(sql_backend: Back
     assert "context.0.role" in str(info.value)
 
 
-@pytest.mark.parametrize("header", ["not json", "[1, 2]", '{"count": ', "", "null", "42"])
+@pytest.mark.parametrize("header", ["not json", "[1, 2]", '{"count": ', " ", "null", "42"])
 async def test_header_that_is_not_a_json_object_is_a_serialization_error(
     sql_backend: Backend, header: str
 ) -> None:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError, from_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from tenxgraph.core.exceptions import SerializationError
-from tenxgraph.core.state import AgentState, ExecutionState, Message
+from tenxgraph.core.state import AgentState, ExecutionState, Message, TextBlock
 from tenxgraph.core.state._depth import MAX_DEPTH
 from tenxgraph.storage.checkpointer._storable import (
     OWN_FIELDS,
@@ -40,19 +40,28 @@ _NO_SUMMARY = {"context", "execution_meta", "context_summary"}
 _HISTORY = frozenset({"context"})
 
 
-def encode_header(state: AgentState, thread_id: str | None = None) -> str:
+def encode_header(state: AgentState, thread_id: str | None = None, *, listed: bool = False) -> str:
     """The state without its messages, as JSON; `SerializationError` (naming the field) when
     it would not read back equal. A header is written at every step, so it is kept small:
     `execution_meta` leaves out fields at their defaults and the thread id when it is the
     row's own (the runtime owns that class), and an empty `context_summary` is left out.
-    `decode_state` puts them back."""
+    `decode_state` puts them back.
+
+    `listed`: the store keeps the step, status and current node in columns of their own
+    (`checkpoint_fields`), so the header leaves them out too, with `execution_meta` first,
+    and is "" when nothing else is left; `expand_header` puts them back."""
     names = OWN_FIELDS.get(type(state))
     if names is None:
         names = own_fields(type(state))
     try:
-        header = _header_text(state, thread_id, names)
+        header = _header_text(state, thread_id, names, listed)
     except PydanticSerializationError as exc:
         raise refused(thread_id, state, unwritable_problem(state, exc, _HISTORY)) from exc
+    full = header
+    if listed:
+        meta_state = state.execution_meta
+        status = meta_state.status.value
+        full = expand_header(header, meta_state.step, status, meta_state.current_node)
     meta = state.execution_meta.__dict__
     if (
         names
@@ -61,32 +70,63 @@ def encode_header(state: AgentState, thread_id: str | None = None) -> str:
         or meta["interrupt_data"]
         or len(header) > SHALLOW_JSON
     ):  # else a plain state with nothing loosely typed in it: nothing to check
-        problem = header_problem(state, header, names)
+        problem = header_problem(state, full, names)
         if problem is not None:
             raise refused(thread_id, state, problem)
     return header
 
 
-def _header_text(state: AgentState, thread_id: str | None, names: tuple[str, ...]) -> str:
+def _header_text(
+    state: AgentState, thread_id: str | None, names: tuple[str, ...], listed: bool
+) -> str:
     meta_state = state.execution_meta
     serializer = meta_state.__pydantic_serializer__
+    left_out = _LISTED if listed else set()
     if thread_id is not None and meta_state.thread_id == thread_id:
-        meta = serializer.to_json(meta_state, exclude_defaults=True, exclude=_THREAD_ID).decode()
+        meta = serializer.to_json(
+            meta_state, exclude_defaults=True, exclude=left_out | _THREAD_ID
+        ).decode()
     else:
-        meta = serializer.to_json(meta_state, exclude_defaults=True).decode()
+        meta = serializer.to_json(meta_state, exclude_defaults=True, exclude=left_out).decode()
         if meta_state.thread_id is None:  # say so: an absent id means "the row's"
             meta = meta[:-1] + ("," if meta != "{}" else "") + '"thread_id":null}'
-    if state.context_summary is None:
-        if not (names or state.__pydantic_extra__):
-            # the plain AgentState: nothing else to write
-            return '{"execution_meta":' + meta + "}"
-        skip = _NO_SUMMARY
-    else:
-        skip = _RUNTIME
-    rest = state.model_dump_json(exclude=skip)
+    rest = "{}"
+    if state.context_summary is not None:
+        rest = state.model_dump_json(exclude=_RUNTIME)
+    elif names or state.__pydantic_extra__:
+        rest = state.model_dump_json(exclude=_NO_SUMMARY)
+    # (else the plain AgentState: nothing but execution_meta to write)
     if rest == "{}":
-        return '{"execution_meta":' + meta + "}"
+        return "" if listed and meta == "{}" else '{"execution_meta":' + meta + "}"
+    if listed:  # execution_meta first, where `expand_header` finds it
+        return '{"execution_meta":' + meta + "," + rest[1:]
     return rest[:-1] + ',"execution_meta":' + meta + "}"
+
+
+_LISTED = {"step", "status", "current_node"}  # the fields of `checkpoint_fields`
+_META_FIRST = '{"execution_meta":{'
+# the start of every header written without `listed` that begins with execution_meta: its
+# only key then, and `current_node` (required, the class's first field) comes first
+_FULL_META_FIRST = _META_FIRST + '"current_node":'
+
+
+Listed = tuple[object, object, object]  # a checkpoint row's step, status and node
+
+
+def expand_header(stored: str, step: object, status: object, node: object) -> str:
+    """A header as `encode_header(..., listed=True)` writes it, with the step, status and
+    current node of its checkpoint row put back into `execution_meta`; any other header
+    that starts with execution_meta (written without `listed`: they are in it) as it is."""
+    if (stored and not stored.startswith(_META_FIRST)) or stored.startswith(_FULL_META_FIRST):
+        return stored
+    fields = (
+        f'"current_node":{to_json(node).decode()},"step":{to_json(step).decode()},'
+        f'"status":{to_json(status).decode()}'
+    )
+    if not stored:
+        return _META_FIRST + fields + "}}"
+    rest = stored[len(_META_FIRST) :]
+    return _META_FIRST + fields + ("" if rest.startswith("}") else ",") + rest
 
 
 def stored_text(thread_id: str, field: str, raw: object) -> str:
@@ -108,18 +148,25 @@ def stored_text(thread_id: str, field: str, raw: object) -> str:
 _DEFAULT_NONE = ("tools_calls", "reasoning", "usages", "raw", "parsed_content")
 
 
-def encode_message(message: Message) -> str:
+def encode_message(message: Message, *, id_column: bool = False) -> str:
     """One message row: its JSON without the top-level fields that hold their default (no
     delta flag, no metadata, None), which reading it back fills in again: about 110 bytes
-    less a row. (What it holds was checked by the save: `check_messages`.)"""
+    less a row; and text blocks' empty `annotations`. (What it holds was checked by the save:
+    `check_messages`.)
+
+    `id_column`: the store keeps the message's id (`str(message_id)`) in a column of its own,
+    so a text id that JSON writes as it is (no character to escape) is left out of the row
+    too, and the store's queries put it back in front (`_sql.body_with_id`)."""
     fields = message.__dict__
     omitted = {name for name in _DEFAULT_NONE if fields.get(name, 0) is None}
     if fields.get("delta") is False:
         omitted.add("delta")
     if fields.get("metadata") == {}:
         omitted.add("metadata")
+    if id_column and plain_id(fields.get("message_id")):
+        omitted.add("message_id")
     try:
-        return message.model_dump_json(exclude=omitted)
+        return _without_bare_annotations(message, message.model_dump_json(exclude=omitted), omitted)
     except PydanticSerializationError as exc:
         problem = unwritable_problem(message, exc, frozenset())
         raise SerializationError(
@@ -127,6 +174,41 @@ def encode_message(message: Message) -> str:
             f"{_where(problem)}{problem.reason}. Nothing was written.",
             context={"message_id": message.message_id, "field": format_path(problem.path)},
         ) from exc
+
+
+_BARE = ',"annotations":[]}'  # how a text block without annotations ends
+
+
+def _without_bare_annotations(message: Message, text: str, omitted: set[str]) -> str:
+    """A message's row `text` without the empty `annotations` of its text blocks (17 bytes
+    each; read back, they are the empty list again). Cut from the text when it is found
+    exactly once per bare block that ends with it (no `cache_control` after it): then every
+    place it is found is such a block's end (in JSON text a quote is escaped, so a string
+    cannot hold it); else dumped again with those blocks' field left out."""
+    bare, ends = [], 0
+    for i, block in enumerate(message.content):
+        if type(block) is TextBlock and not block.annotations:
+            bare.append(i)
+            ends += block.cache_control is None
+    if not bare:
+        return text
+    if ends == len(bare) and text.count(_BARE) == ends:
+        return text.replace(_BARE, "}")
+    exclude: dict[str, Any] = dict.fromkeys(omitted, True)
+    exclude["content"] = {key: {"annotations"} for key in bare}
+    return message.model_dump_json(exclude=exclude)
+
+
+#: how every row that holds its message's id begins (`message_id` is the class's first field)
+ROW_ID_PREFIX = '{"message_id":'
+
+
+def plain_id(message_id: object) -> bool:
+    """Whether `message_id` is text that JSON writes between quotes as it is: then a row
+    written without it gets it back as `'{"message_id":"' + id + '",' + row[1:]`."""
+    if type(message_id) is not str:
+        return False
+    return to_json(message_id).decode() == f'"{message_id}"'
 
 
 def refused(thread_id: str | None, state: AgentState, problem: Problem) -> SerializationError:
@@ -152,14 +234,21 @@ def decode_state(
     header: str | bytes,
     messages: Sequence[str | bytes],
     offset: int = 0,
+    listed: Listed | None = None,
 ) -> S:
     """Rebuild a state from a stored header and message log, validating every field.
 
     Only JSON of the bound state class is accepted; anything that does not validate raises
-    `SerializationError` naming the thread and the field.
+    `SerializationError` naming the thread and the field. `listed`: the step, status and
+    node of the header's checkpoint row, for a header written without them
+    (`encode_header(..., listed=True)`; one that has them is read as it is).
     """
     header_text = _text(thread_id, header)
+    if listed is not None and not header_text:
+        header_text = expand_header(header_text, *listed)
     parsed = _parse_header(state_type, thread_id, header_text)
+    if listed is not None:
+        header_text = _with_listed(header_text, parsed, listed)
     try:
         state = state_type.model_validate_json(header_text)
     except ValidationError as exc:
@@ -170,6 +259,21 @@ def decode_state(
     state.__dict__["context"] = decode_messages(state_type, thread_id, messages, offset)
     state.__pydantic_fields_set__.add("context")
     return state
+
+
+def _with_listed(text: str, parsed: dict[str, Any], listed: Listed) -> str:
+    """The header `text` (`parsed`) with its checkpoint row's step, status and node when its
+    `execution_meta` was written without them (it has no `current_node`, a required field):
+    put in as text when the header is as `encode_header` writes it, else (a header written
+    by other means, with other spacing) by writing the parsed header again."""
+    meta = parsed.get("execution_meta")
+    if not isinstance(meta, dict) or "current_node" in meta:
+        return text
+    if text.startswith(_META_FIRST):
+        return expand_header(text, *listed)
+    step, status, node = listed
+    meta.update(current_node=node, step=step, status=status)
+    return to_json(parsed).decode()
 
 
 def _text(thread_id: str, raw: str | bytes) -> str:
@@ -285,4 +389,14 @@ def _unfit(
     )
 
 
-__all__ = ["decode_messages", "decode_state", "encode_header", "encode_message", "refused"]
+__all__ = [
+    "ROW_ID_PREFIX",
+    "Listed",
+    "decode_messages",
+    "decode_state",
+    "encode_header",
+    "encode_message",
+    "expand_header",
+    "plain_id",
+    "refused",
+]

@@ -25,11 +25,26 @@ from tenxgraph.core.exceptions import (
     StorageError,
     TransientStorageError,
 )
-from tenxgraph.storage.checkpointer._codec import stored_text
+from tenxgraph.storage.checkpointer._codec import ROW_ID_PREFIX, stored_text
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+
+
+def body_with_id(alias: str = "", id_text: str = "{a}message_id") -> str:
+    """SQL (SQLite's and PostgreSQL's) for a message row's JSON as `decode_messages` reads
+    it: a row written without its message's id (`encode_message(..., id_column=True)`: a text
+    row that starts with a key other than the id) gets it back in front, from the row's id
+    column; any other value (older rows, ids that are numbers, corrupt values) as stored.
+    `alias`: the table's, with its dot; `id_text`: SQL for the id column as text (`{a}` is
+    the alias)."""
+    body, mid = f"{alias}body", id_text.format(a=alias)
+    return (
+        f"CASE WHEN substr({body}, 1, 2) = '{{\"' "
+        f"AND substr({body}, 1, {len(ROW_ID_PREFIX)}) <> '{ROW_ID_PREFIX}' "
+        f"THEN '{ROW_ID_PREFIX}\"' || {mid} || '\",' || substr({body}, 2) ELSE {body} END"
+    )
 
 
 def stale_error(thread_id: str, expected: int | None, found: int | None) -> StaleStateError:

@@ -16,7 +16,12 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
-from tenxgraph.storage.checkpointer._codec import decode_messages, decode_state, stored_text
+from tenxgraph.storage.checkpointer._codec import (
+    Listed,
+    decode_messages,
+    decode_state,
+    stored_text,
+)
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
@@ -214,18 +219,20 @@ def recent_state(
     generation: int,
     stored: int,
     known: tuple[list[str | int], set[str]] | None = None,
+    listed: Listed | None = None,
 ) -> S:
     """A thread's state read with its stored header and its last rows only (`bodies`, the
     log's last positions up to `stored`). When they are the whole log they are decoded now;
     else the state's `context` is a lazy history over the log whose messages, these included,
     are decoded when first read. `known`: ids looked up in the same read as the state, and
-    those of them the log holds."""
+    those of them the log holds; `listed`: the step, status and node of the header's
+    checkpoint row (see `decode_state`)."""
     first = stored - len(bodies)
     if first <= 0:
-        state = decode_state(state_type, thread_id, header, bodies)
+        state = decode_state(state_type, thread_id, header, bodies, listed=listed)
         sealed(state.context)
         return state
-    state = decode_state(state_type, thread_id, header, [], first)
+    state = decode_state(state_type, thread_id, header, [], first, listed)
     pager = LogPager(store, thread_id, state_type, generation, stored, bodies)
     if known is not None and known[0]:
         pager.learn(*known)

@@ -42,6 +42,7 @@ from tenxgraph.storage.checkpointer._pg_pools import (
 from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
+    body_with_id,
     changed_history_error,
     check_restore,
     decode_tool_result,
@@ -154,6 +155,30 @@ def _restores_v4(s: str) -> tuple[str, ...]:
     )
 
 
+def _compact_rows_v5(s: str) -> tuple[str, ...]:
+    """A message row leaves out its message's id when its id column holds it (a text id JSON
+    writes as it is), and a checkpoint's header the step, status and node of its columns
+    (`encode_message(..., id_column=True)`, `encode_header(..., listed=True)`); reading puts
+    them back and still reads the rows written before (the version tells an older tenxgraph
+    not to read rows it would get wrong). Messages are found by id through an index of the
+    ids' 8-byte hashes (`_ID_IN`) instead of the ids themselves, and the keys that only grow
+    within a thread fill their index pages."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS tx_messages_id_hashes ON {s}.tx_messages "
+        "(thread_id, hashtextextended(message_id, 0))",
+        f"DROP INDEX IF EXISTS {s}.tx_messages_ids",
+        f"ALTER INDEX {s}.tx_messages_pkey SET (fillfactor = 100)",
+        f"ALTER INDEX {s}.tx_checkpoints_pkey SET (fillfactor = 100)",
+    )
+
+
+# the rows of message `m` whose id is in the text array `{ids}`, found by the hash index
+_ID_IN = (
+    "hashtextextended(m.message_id, 0) = ANY(ARRAY(SELECT hashtextextended(i, 0) "
+    "FROM unnest({ids}::text[]) AS i)) AND m.message_id = ANY({ids}::text[])"
+)
+
+
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
 #: transaction under the schema advisory lock, together with the version update.
@@ -162,8 +187,12 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
     2: _leases_v2,
     3: _message_ids_v3,
     4: _restores_v4,
+    5: _compact_rows_v5,
 }
 
+
+# a message row's JSON with its id put back (rows leave a text id out: its column holds it)
+_BODY, _BODY_M = body_with_id(), body_with_id("m.")
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -335,12 +364,11 @@ class PgCheckpointer(BaseCheckpointer):
                     return None
                 latest = int(thread["version"])
                 wanted = latest if version is None else version
-                saved = await self._version_row(
-                    conn, thread_id, wanted, thread, "header, message_count, log_start"
-                )
+                columns = "header, message_count, log_start, step, status, node"
+                saved = await self._version_row(conn, thread_id, wanted, thread, columns)
                 count = int(saved["message_count"])
                 rows = await conn.fetch(
-                    f"SELECT body FROM {self._s}.tx_messages WHERE thread_id = $1 "
+                    f"SELECT {_BODY} AS body FROM {self._s}.tx_messages WHERE thread_id = $1 "
                     "AND seq >= $2 ORDER BY seq LIMIT $3",
                     thread_id,
                     saved["log_start"],
@@ -348,15 +376,16 @@ class PgCheckpointer(BaseCheckpointer):
                 )
                 if len(rows) != count:
                     raise missing_messages_error(thread_id, count, len(rows))
-                return wanted, saved["header"], [row["body"] for row in rows]
+                return wanted, saved, [row["body"] for row in rows]
 
         found = await self._run(read)
         if found is None:
             return None
-        wanted, raw_header, raw_bodies = found
-        header = stored_text(thread_id, "header", raw_header)
+        wanted, saved, raw_bodies = found
+        header = stored_text(thread_id, "header", saved["header"])
+        listed = (saved["step"], saved["status"], saved["node"])
         bodies = [stored_text(thread_id, f"context.{i}", b) for i, b in enumerate(raw_bodies)]
-        state = decode_state(state_type, thread_id, header, bodies)
+        state = decode_state(state_type, thread_id, header, bodies, listed=listed)
         return ThreadSnapshot(thread_id, wanted, state)
 
     async def aload_recent(
@@ -371,14 +400,14 @@ class PgCheckpointer(BaseCheckpointer):
         wanted = sorted({str(i) for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
-                "SELECT t.version, t.generation, c.header, c.message_count, "
-                "c.generation AS saved_generation, ARRAY("
-                f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
+                "SELECT t.version, t.generation, c.header, c.message_count, c.step, c.status, "
+                "c.node, c.generation AS saved_generation, ARRAY("
+                f"SELECT {_BODY_M} FROM {self._s}.tx_messages m WHERE m.thread_id = t.thread_id "
                 "AND m.seq >= c.log_start + GREATEST(c.message_count - $2, 0) "
                 "AND m.seq < c.log_start + c.message_count ORDER BY m.seq"
                 ") AS bodies, ARRAY("
                 f"SELECT m.message_id FROM {self._s}.tx_messages m "
-                "WHERE m.thread_id = t.thread_id AND m.message_id = ANY($3::text[]) "
+                f"WHERE m.thread_id = t.thread_id AND {_ID_IN.format(ids='$3')} "
                 "AND m.seq >= c.log_start AND m.seq < c.log_start + c.message_count"
                 f") AS found_ids FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1",
@@ -396,8 +425,11 @@ class PgCheckpointer(BaseCheckpointer):
         start = max(count - max(keep, 0), 0)
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
+        listed = (found["step"], found["status"], found["node"])
         known = (list(look_up), {str(i) for i in found["found_ids"]})
-        state = recent_state(self, state_type, thread_id, header, bodies, generation, count, known)
+        state = recent_state(
+            self, state_type, thread_id, header, bodies, generation, count, known, listed
+        )
         return ThreadSnapshot(thread_id, version, state)
 
     async def _log_array(
@@ -424,7 +456,7 @@ class PgCheckpointer(BaseCheckpointer):
         raw = await self._log_array(
             thread_id,
             generation,
-            f"SELECT m.body FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
+            f"SELECT {_BODY_M} FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
             "AND m.seq >= t.log_start + $2 AND m.seq < t.log_start + $3 ORDER BY m.seq",
             start,
             stop,
@@ -439,7 +471,7 @@ class PgCheckpointer(BaseCheckpointer):
             thread_id,
             generation,
             f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
-            "AND m.message_id = ANY($2::text[]) AND m.seq >= t.log_start "
+            f"AND {_ID_IN.format(ids='$2')} AND m.seq >= t.log_start "
             "AND m.seq < t.log_start + $3",
             sorted({str(i) for i in ids}),
             below,
@@ -452,7 +484,7 @@ class PgCheckpointer(BaseCheckpointer):
         found = await self._log_array(
             thread_id,
             generation,
-            f"SELECT ROW(m.seq - t.log_start, m.body) FROM {self._s}.tx_messages m "
+            f"SELECT ROW(m.seq - t.log_start, {_BODY_M}) FROM {self._s}.tx_messages m "
             "WHERE m.thread_id = $1 AND m.seq >= t.log_start + $2 "
             f"AND m.seq < t.log_start + $3 AND strpos(m.body, '{SYSTEM_MARK}') > 0 "
             "ORDER BY m.seq",
@@ -472,9 +504,9 @@ class PgCheckpointer(BaseCheckpointer):
         lease: Lease | None = None,
         release: bool = False,
     ) -> int:
-        header = encode_header(state, thread_id)
+        header = encode_header(state, thread_id, listed=True)
         ids = [str(m.message_id) for m in new_messages]
-        bodies = [encode_message(m) for m in new_messages]
+        bodies = [encode_message(m, id_column=True) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
         mine = None if lease is None else lease.owner  # who may write while the lease is live
@@ -543,7 +575,7 @@ class PgCheckpointer(BaseCheckpointer):
         check_restore(thread_id, version, empty)
         blank = None
         if empty is not None:
-            blank = (encode_header(empty, thread_id), *checkpoint_fields(empty), 0, 0)
+            blank = (encode_header(empty, thread_id, listed=True), *checkpoint_fields(empty), 0, 0)
         s = self._s
 
         async def write(conn: Connection) -> int:

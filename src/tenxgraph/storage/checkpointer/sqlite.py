@@ -8,6 +8,7 @@ context reducer rewrote the history: `rewrite=True`).
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import threading
 import time
@@ -31,6 +32,7 @@ from tenxgraph.storage.checkpointer._listing import (
 )
 from tenxgraph.storage.checkpointer._sql import (
     SCHEMA_VERSION,
+    body_with_id,
     changed_history_error,
     check_restore,
     decode_tool_result,
@@ -131,6 +133,43 @@ _RESTORES_V4 = (
     "ALTER TABLE tx_checkpoints ADD COLUMN log_start INTEGER NOT NULL DEFAULT 0",
 )
 
+# version 5: a message row leaves out its message's id when its id column holds it (a text id
+# JSON writes as it is), and a checkpoint's header the step, status and node of its columns
+# (`encode_message(..., id_column=True)`, `encode_header(..., listed=True)`); the id column
+# keeps an id of 32 hex digits as their 16 bytes (`id_key`). Reading puts them back and
+# still reads the rows written before (the version tells an older tenxgraph not to read
+# rows it would get wrong). The two tables keyed by the thread id alone are that key's
+# b-tree (WITHOUT ROWID: no second tree, no page of its own to a near-empty index).
+_THREAD_COLUMNS = (
+    "thread_id, version, generation, created_at, updated_at, lease_owner, lease_expires, "
+    "lease_heartbeat, log_start, oldest_generation"
+)
+_COMPACT_ROWS_V5 = (
+    """CREATE TABLE tx_threads_v5 (
+        thread_id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        lease_owner TEXT,
+        lease_expires REAL,
+        lease_heartbeat REAL,
+        log_start INTEGER NOT NULL DEFAULT 0,
+        oldest_generation INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID""",
+    f"INSERT INTO tx_threads_v5 ({_THREAD_COLUMNS}) SELECT {_THREAD_COLUMNS} FROM tx_threads "
+    "WHERE thread_id IS NOT NULL",
+    "DROP TABLE tx_threads",
+    "ALTER TABLE tx_threads_v5 RENAME TO tx_threads",
+    "CREATE INDEX IF NOT EXISTS tx_threads_created ON tx_threads (created_at, thread_id)",
+    """CREATE TABLE tx_stop_requests_v5 (
+        thread_id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL) WITHOUT ROWID""",
+    "INSERT INTO tx_stop_requests_v5 (thread_id, created_at) SELECT thread_id, created_at "
+    "FROM tx_stop_requests WHERE thread_id IS NOT NULL",
+    "DROP TABLE tx_stop_requests",
+    "ALTER TABLE tx_stop_requests_v5 RENAME TO tx_stop_requests",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
 MIGRATIONS: dict[int, Sequence[str]] = {
@@ -138,9 +177,38 @@ MIGRATIONS: dict[int, Sequence[str]] = {
     2: _LEASES_V2,
     3: _MESSAGE_IDS_V3,
     4: _RESTORES_V4,
+    5: _COMPACT_ROWS_V5,
 }
 
+# a message row's JSON with its id put back (rows leave a text id out: its column holds it,
+# as text or as the bytes of its hex digits: `id_key`)
+_ID_TEXT = (
+    "CASE WHEN typeof({a}message_id) = 'blob' THEN lower(hex({a}message_id)) ELSE {a}message_id END"
+)
+_BODY, _BODY_M = body_with_id("", _ID_TEXT), body_with_id("m.", _ID_TEXT)
+
 _IDS_PER_QUERY = 500  # message ids looked up per statement (SQLite limits its parameters)
+_HEX_ID = re.compile(r"[0-9a-f]{32}")  # the ids tenxgraph makes, and UUIDs' hex form
+
+
+def id_key(message_id: str) -> str | bytes:
+    """A message's id as tx_messages keeps it (schema 5): 32 lowercase hex digits as their
+    16 bytes (half the bytes, in the row and in its index), any other id as its text."""
+    return bytes.fromhex(message_id) if _HEX_ID.fullmatch(message_id) else message_id
+
+
+def _lookup_keys(ids: list[str]) -> list[str | bytes]:
+    """What to look `ids` up by: each as `id_key` keeps it, and as text (rows written before
+    schema 5 keep every id as text)."""
+    return list(dict.fromkeys(key for i in ids for key in (i, id_key(i))))
+
+
+def id_text(stored: object) -> str:
+    """A stored message id (`id_key`, or the text of rows written before) as its text."""
+    return (
+        stored.hex() if isinstance(stored, bytes) else str(stored)
+    )  # message ids looked up per statement (SQLite limits its parameters)
+
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
@@ -371,13 +439,12 @@ class SqliteCheckpointer(BaseCheckpointer):
                 return None
             latest, oldest = int(thread[0]), int(thread[1])
             wanted = latest if version is None else version
-            saved = await self._version_row(
-                conn, thread_id, wanted, latest, oldest, "header, message_count, log_start"
-            )
+            columns = "header, message_count, log_start, step, status, node"
+            saved = await self._version_row(conn, thread_id, wanted, latest, oldest, columns)
             count = int(saved[1])
             rows = await self._fetchall(
                 conn,
-                "SELECT body FROM tx_messages WHERE thread_id = ? AND seq >= ? "
+                f"SELECT {_BODY} FROM tx_messages WHERE thread_id = ? AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
                 (thread_id, int(saved[2]), count),
             )
@@ -385,7 +452,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             raise missing_messages_error(thread_id, count, len(rows))
         header = stored_text(thread_id, "header", saved[0])
         bodies = [stored_text(thread_id, f"context.{i}", row[0]) for i, row in enumerate(rows)]
-        state = decode_state(state_type, thread_id, header, bodies)
+        state = decode_state(state_type, thread_id, header, bodies, listed=tuple(saved[3:6]))
         return ThreadSnapshot(thread_id, wanted, state)
 
     async def aload_recent(
@@ -407,7 +474,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 conn,
                 "SELECT t.version, t.generation, c.generation, c.message_count, m.seq, "
                 "CASE WHEN m.seq IS NULL OR m.seq = c.log_start + max(c.message_count - ?, 0) "
-                "THEN c.header END, m.body "
+                f"THEN c.header END, {_BODY_M}, c.step, c.status, c.node "
                 "FROM tx_threads t JOIN tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version "
                 "LEFT JOIN tx_messages m ON m.thread_id = t.thread_id "
@@ -430,7 +497,10 @@ class SqliteCheckpointer(BaseCheckpointer):
         if raw_header is None:
             raise missing_messages_error(thread_id, count, start + len(rows) - 1)
         header = stored_text(thread_id, "header", raw_header)
-        state = recent_state(self, state_type, thread_id, header, bodies, generation, count)
+        listed = (first[7], first[8], first[9])
+        state = recent_state(
+            self, state_type, thread_id, header, bodies, generation, count, listed=listed
+        )
         return ThreadSnapshot(thread_id, version, state)
 
     async def _log_rows(
@@ -455,7 +525,7 @@ class SqliteCheckpointer(BaseCheckpointer):
         rows = await self._log_rows(
             thread_id,
             generation,
-            "SELECT body FROM tx_messages, (SELECT ? AS base) WHERE thread_id = ? "
+            f"SELECT {_BODY} FROM tx_messages, (SELECT ? AS base) WHERE thread_id = ? "
             "AND seq >= base + ? AND seq < base + ? ORDER BY seq",
             (thread_id, start, stop),
         )
@@ -469,7 +539,7 @@ class SqliteCheckpointer(BaseCheckpointer):
         found: set[str] = set()
         async with self._connected() as conn:
             for at in range(0, max(len(wanted), 1), _IDS_PER_QUERY):
-                part = wanted[at : at + _IDS_PER_QUERY]
+                part = _lookup_keys(wanted[at : at + _IDS_PER_QUERY])
                 # one statement: the thread's generation, and a row per id found (by the id
                 # index: without statistics SQLite would walk the thread's log)
                 rows = await self._fetchall(
@@ -484,7 +554,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 )
                 if not rows or int(rows[0][0]) != generation:
                     raise changed_history_error(thread_id)
-                found.update(str(r[1]) for r in rows if r[1] is not None)
+                found.update(id_text(r[1]) for r in rows if r[1] is not None)
         return found
 
     async def asystem_messages(
@@ -493,7 +563,7 @@ class SqliteCheckpointer(BaseCheckpointer):
         rows = await self._log_rows(
             thread_id,
             generation,
-            "SELECT seq - base, body FROM (SELECT ? AS base), "
+            f"SELECT seq - base, {_BODY} FROM (SELECT ? AS base), "
             "tx_messages INDEXED BY tx_messages_system "
             "WHERE thread_id = ? AND seq >= base + ? AND seq < base + ? "
             f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
@@ -512,8 +582,10 @@ class SqliteCheckpointer(BaseCheckpointer):
         lease: Lease | None = None,
         release: bool = False,
     ) -> int:
-        header = encode_header(state, thread_id)
-        encoded = [(str(m.message_id), encode_message(m)) for m in new_messages]
+        header = encode_header(state, thread_id, listed=True)
+        encoded = [
+            (id_key(str(m.message_id)), encode_message(m, id_column=True)) for m in new_messages
+        ]
         step, status, node = checkpoint_fields(state)
         mine = None if lease is None else lease.owner
         async with self._transaction(write=True) as conn:
@@ -582,7 +654,9 @@ class SqliteCheckpointer(BaseCheckpointer):
     ) -> int:
         check_restore(thread_id, version, empty)
         blank = (
-            None if empty is None else (encode_header(empty, thread_id), *checkpoint_fields(empty))
+            None
+            if empty is None
+            else (encode_header(empty, thread_id, listed=True), *checkpoint_fields(empty))
         )
         async with self._transaction(write=True) as conn:
             thread = await self._fetchone(
