@@ -273,7 +273,10 @@ def _with_listed(text: str, parsed: dict[str, Any], listed: Listed) -> str:
         return expand_header(text, *listed)
     step, status, node = listed
     meta.update(current_node=node, step=step, status=status)
-    return to_json(parsed).decode()
+    try:
+        return to_json(parsed).decode()
+    except (PydanticSerializationError, ValueError):  # a number JSON cannot write again
+        return text  # (read as it is: without current_node it does not validate)
 
 
 def _text(thread_id: str, raw: str | bytes) -> str:
