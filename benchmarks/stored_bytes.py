@@ -4,9 +4,10 @@
     TENXGRAPH_TEST_PG_DSN=postgresql://... python benchmarks/stored_bytes.py   # and PostgreSQL
 
 One thread (`--threads` to have more, so that what every table and index takes at least
-weighs less) of `--turns` turns (each an `ainvoke` of a one-node graph: a user message of
-`--user-chars` characters, answered by an assistant message of `--reply-chars`; 800 characters
-a turn by default) in a new store, then:
+weighs less; `--uuid-threads` to name them by UUIDs, as a service does, not `t0`, `t1`...)
+of `--turns` turns (each an `ainvoke` of a one-node graph: a user message of `--user-chars`
+characters, answered by an assistant message of `--reply-chars`; 800 characters a turn by
+default) in a new store, then:
 
 - `messages_json`: the bytes of the messages' JSON (`model_dump_json()`), the yardstick; and
   `message rows`, the JSON the SQL stores write for them (`encode_message(m, id_column=True)`:
@@ -58,6 +59,13 @@ def text(turn: int, role: str, size: int) -> str:
 ROWS = [0]  # the bytes of the rows the store wrote for those messages (`encode_message`)
 
 
+UUID_IDS = [False]  # `--uuid-threads`: thread ids as a service makes them (36 characters)
+
+
+def thread_name(thread: int) -> str:
+    return str(uuid.UUID(int=thread + 1)) if UUID_IDS[0] else f"t{thread}"
+
+
 async def run_threads(
     store: BaseCheckpointer, threads: int, turns: int, user: int, reply: int
 ) -> int:
@@ -74,7 +82,7 @@ async def run_threads(
     app = graph.compile(checkpointer=store)
     total = 0
     for thread in range(threads):
-        thread_id = f"t{thread}"
+        thread_id = thread_name(thread)
         for turn in range(turns):
             message = Message.text_message(text(turn, "user", user))
             await app.ainvoke({"messages": [message]}, {"thread_id": thread_id})
@@ -156,7 +164,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--user-chars", type=int, default=300)
     parser.add_argument("--reply-chars", type=int, default=500)
+    parser.add_argument("--uuid-threads", action="store_true", help="UUIDs as thread ids")
     args: Any = parser.parse_args()
+    UUID_IDS[0] = args.uuid_threads
     asyncio.run(sqlite(args.threads, args.turns, args.user_chars, args.reply_chars))
     dsn = os.environ.get(PG_DSN_VAR)
     if dsn:
