@@ -569,7 +569,9 @@ def worker(
         target, schema = str(backend.db_path), "-"
     else:
         target, schema = backend.dsn, backend.schema
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO)) if p)
+    # this checkout's code first, whatever tenxgraph the interpreter has installed
+    paths = (str(REPO / "src"), os.environ.get("PYTHONPATH"), str(REPO))
+    path = os.pathsep.join(p for p in paths if p)
     return subprocess.Popen(
         [sys.executable, "-m", "tests.adversarial._turns_worker", backend.name, target, schema,
          "t", name, str(count), strategy, str(go)],

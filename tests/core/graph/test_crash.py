@@ -60,7 +60,7 @@ def child(backend: tuple[str, str], thread_id: str, env: dict[str, str]) -> subp
     return subprocess.Popen(
         [sys.executable, "-c", CHILD_SCRIPT, *backend, thread_id],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

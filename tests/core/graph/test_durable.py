@@ -827,7 +827,7 @@ def run_child(script: str, env: dict[str, str], timeout: float = 60) -> dict[str
     proc = subprocess.run(
         [sys.executable, "-c", script],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]), **env},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -449,7 +449,7 @@ def resume_elsewhere(db: Path, thread_id: str) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", RESUME_SCRIPT, str(db), thread_id],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])},
         capture_output=True,
         text=True,
         timeout=120,
