@@ -1,7 +1,5 @@
 """`StreamChunk`: one event of a streamed run."""
 
-from __future__ import annotations
-
 import time
 from dataclasses import dataclass
 from enum import StrEnum
