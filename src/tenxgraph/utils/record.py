@@ -3,7 +3,8 @@
 
 A dataclass writes its methods as source and compiles them when the class is defined, which
 costs about as much as the rest of a small module; the classes on `import tenxgraph`'s path
-use these bases instead. Fields are the subclass's `__slots__`, in order.
+use these bases instead. Fields are the subclass's `__match_args__` (as a dataclass sets
+them: its fields in order), which are also its `__slots__`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ class Record:
     """A mutable record: `repr` and `==` over its slots (unhashable, like a dataclass)."""
 
     __slots__: tuple[str, ...] = ()
+    __match_args__: ClassVar[tuple[str, ...]] = ()
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in type(self).__slots__)
+        return tuple(getattr(self, name) for name in type(self).__match_args__)
 
     def __repr__(self) -> str:
-        names = type(self).__slots__
+        names = type(self).__match_args__
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
         return f"{type(self).__qualname__}({shown})"
 
@@ -51,7 +53,7 @@ class FrozenRecord(Record):
         return self._values()
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        for name, value in zip(type(self).__slots__, state, strict=True):
+        for name, value in zip(type(self).__match_args__, state, strict=True):
             object.__setattr__(self, name, value)
 
 

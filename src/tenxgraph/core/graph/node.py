@@ -29,7 +29,8 @@ NO_ARG: Any = object()
 class NodeOutput(Record):
     """A node's result, normalised: messages to add, fields to update, where to go next."""
 
-    __slots__ = ("fields", "goto", "messages", "state")
+    __match_args__ = ("messages", "fields", "goto", "state")
+    __slots__ = __match_args__
 
     def __init__(
         self,
@@ -48,7 +49,8 @@ class NodeEvent(FrozenRecord):
     """Progress a node reports while it runs (a `ToolNode`: a tool call started or ended).
     It goes out on `astream` as a chunk of its own, at every granularity; `ainvoke` drops it."""
 
-    __slots__ = ("data", "event", "message")
+    __match_args__ = ("event", "data", "message")
+    __slots__ = __match_args__
     event: StreamEvent
     data: dict[str, Any]
     message: Message | None
@@ -69,7 +71,18 @@ class FieldUpdates(list[Any]):
 class NodeSpec(Record):
     """A node as compiled: how to call it, and its place in the graph's order."""
 
-    __slots__ = ("arg", "call", "dynamic_goto", "func", "index", "key", "kind", "name", "whole")
+    __match_args__ = (
+        "name",
+        "func",
+        "kind",
+        "call",
+        "index",
+        "dynamic_goto",
+        "whole",
+        "key",
+        "arg",
+    )
+    __slots__ = __match_args__
 
     def __init__(
         self,

@@ -26,25 +26,26 @@ if TYPE_CHECKING:
 class Program:
     """A graph's nodes, edges and merge rules, as every run of it uses them."""
 
-    __slots__ = (
-        "append_only",
-        "budget",
-        "checkpointer",
-        "dispatch",
-        "fields",
-        "hooks",
-        "interrupt_after",
-        "interrupt_before",
-        "media",
-        "merge_messages",
-        "name",
-        "reducers",
-        "routing",
-        "specs",
+    __match_args__ = (
         "state_type",
-        "thread_budget",
+        "specs",
+        "routing",
+        "checkpointer",
+        "interrupt_before",
+        "interrupt_after",
+        "fields",
+        "reducers",
+        "merge_messages",
+        "append_only",
+        "name",
+        "hooks",
+        "dispatch",
         "tracing",
+        "budget",
+        "thread_budget",
+        "media",
     )
+    __slots__ = __match_args__
 
     def __init__(
         self,

@@ -18,7 +18,8 @@ _SEVERAL = (list, tuple, set, frozenset)  # a condition that names several nodes
 class Branch(Record):
     """A conditional edge: `condition` picks the next node(s), through `path_map` if given."""
 
-    __slots__ = ("call", "condition", "is_async", "path_map", "source")
+    __match_args__ = ("source", "condition", "path_map", "call", "is_async")
+    __slots__ = __match_args__
 
     def __init__(
         self,
@@ -103,7 +104,8 @@ def check_send(send: Send, source: str, known: Mapping[str, object]) -> None:
 class Routing(Record):
     """Static edges, conditional branches, join nodes and reachability, built at compile."""
 
-    __slots__ = ("branches", "joins", "reach", "static")
+    __match_args__ = ("static", "branches", "joins", "reach")
+    __slots__ = __match_args__
 
     def __init__(
         self,

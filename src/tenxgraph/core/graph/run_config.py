@@ -149,20 +149,21 @@ WANTED: dict[ResponseGranularity, frozenset[StreamEvent]] = {
 class RunSettings(Record):
     """The parts of a run's config the engine itself reads."""
 
-    __slots__ = (
-        "budget",
+    __match_args__ = (
+        "thread_id",
+        "run_id",
+        "recursion_limit",
+        "node_timeout",
+        "node_config",
         "checkpoint_version",
+        "multitask_strategy",
         "enqueue_timeout",
         "max_concurrency",
-        "multitask_strategy",
         "nested",
-        "node_config",
-        "node_timeout",
-        "recursion_limit",
-        "run_id",
+        "budget",
         "thread_budget",
-        "thread_id",
     )
+    __slots__ = __match_args__
 
     def __init__(
         self,

@@ -27,7 +27,8 @@ from tenxgraph.utils.record import Record
 class Problem(Record):
     """Why a value cannot be stored: where it is (`path`, outermost first) and what is wrong."""
 
-    __slots__ = ("path", "reason")
+    __match_args__ = ("path", "reason")
+    __slots__ = __match_args__
 
     def __init__(self, path: list[PathPart] | None = None, reason: str = "") -> None:
         self.path: list[PathPart] = [] if path is None else path

@@ -23,7 +23,8 @@ class Lease(FrozenRecord):
     """A run's claim on a thread. `owner` is unique per run; the claim lasts `ttl` seconds
     past the save or renewal that set it."""
 
-    __slots__ = ("owner", "ttl")
+    __match_args__ = ("owner", "ttl")
+    __slots__ = __match_args__
     owner: str
     ttl: float
 
@@ -35,7 +36,8 @@ class Lease(FrozenRecord):
 class LeaseHolder(FrozenRecord):
     """Who holds a thread's live lease, and for how many more seconds."""
 
-    __slots__ = ("expires_in", "owner")
+    __match_args__ = ("owner", "expires_in")
+    __slots__ = __match_args__
     owner: str
     expires_in: float
 
