@@ -39,9 +39,9 @@ def test_frozen_records_hash_by_fields_and_refuse_assignment() -> None:
         hash(CustomEvent({"not": "hashable"}))
     tracing = Tracing()
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'enabled'"):
-        tracing.enabled = False
+        tracing.enabled = False  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'data'"):
-        del CustomEvent(1).data  # type: ignore[misc]
+        del CustomEvent(1).data
 
 
 def test_mutable_records_are_unhashable_like_a_dataclass() -> None:
