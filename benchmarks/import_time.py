@@ -10,6 +10,11 @@ its own environment, benchmarks/.envs/langgraph, built by benchmarks/envs.py).
     python benchmarks/import_time.py --runs 21
 
 `--own` adds `python -X importtime`'s self time of tenxgraph's own modules, largest first.
+`--baseline DIR` times another tenxgraph (DIR is its `src`, say an older revision's from
+`git archive`) in the same rounds, so a change is measured against the same load:
+
+    git archive 562e998 src | tar -x -C /tmp/old
+    python benchmarks/import_time.py --runs 31 --baseline /tmp/old/src
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ LANGGRAPH = "from langgraph.graph import StateGraph, MessagesState"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(python: str, code: str) -> float:
+def timed(python: str, code: str, path: str | None = None) -> float:
+    env = ENV if path is None else {**ENV, "PYTHONPATH": path}
     start = time.perf_counter()
-    subprocess.run([python, "-c", code], check=True, env=ENV)
+    subprocess.run([python, "-c", code], check=True, env=env)
     return (time.perf_counter() - start) * 1000
 
 
@@ -66,8 +72,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--own", action="store_true", help="list tenxgraph's slowest modules")
+    parser.add_argument("--baseline", help="another tenxgraph's src directory, timed alongside")
     args = parser.parse_args()
-    commands: dict[str, tuple[str, str]] = {
+    commands: dict[str, tuple[str, ...]] = {
         "floor": (sys.executable, FLOOR),
         "floor_model": (sys.executable, FLOOR_MODEL),
         "tenxgraph": (sys.executable, TENXGRAPH),
@@ -75,12 +82,15 @@ def main() -> None:
     if LANGGRAPH_PYTHON.exists():
         commands["lg_floor"] = (str(LANGGRAPH_PYTHON), FLOOR)
         commands["langgraph"] = (str(LANGGRAPH_PYTHON), LANGGRAPH)
+    if args.baseline:
+        compileall.compile_dir(args.baseline, quiet=1)
+        commands["baseline"] = (sys.executable, TENXGRAPH, str(Path(args.baseline).resolve()))
     # as installed: bytecode compiled (an editable checkout may have none, or stale)
     import tenxgraph
 
     compileall.compile_dir(str(Path(tenxgraph.__file__).parent), quiet=1)
-    for python, code in commands.values():  # warm-up: caches, and any bytecode still missing
-        timed(python, code)
+    for command in commands.values():  # warm-up: caches, and any bytecode still missing
+        timed(*command)
     times: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
     for i in range(args.runs):
@@ -95,6 +105,10 @@ def main() -> None:
         "tenxgraph over the floor (asyncio, pydantic.BaseModel): "
         f"{median['tenxgraph'] - median['floor_model']:6.1f} ms"
     )
+    if "baseline" in median:
+        theirs = median["baseline"] - median["floor"]
+        print(f"baseline over the floor (asyncio, pydantic):            {theirs:6.1f} ms")
+        print(f"tenxgraph minus baseline:                               {ours - theirs:+6.1f} ms")
     if "langgraph" in median:
         theirs = median["langgraph"] - median["lg_floor"]
         print(f"langgraph over its floor (asyncio, pydantic):           {theirs:6.1f} ms")

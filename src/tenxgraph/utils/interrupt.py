@@ -7,8 +7,6 @@ this time `interrupt()` returns the answer. A node may call `interrupt()` severa
 call is matched, in order, with the answers given so far.
 """
 
-from __future__ import annotations
-
 import uuid
 from contextvars import ContextVar
 from typing import Any, TypeVar, overload

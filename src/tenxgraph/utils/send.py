@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -22,6 +21,8 @@ class Send:
     def __init__(self, node: str, arg: Any) -> None:
         if not isinstance(node, str):
             raise TypeError(f"Send(node, arg) takes a node name, got {type(node).__name__}")
+        import json  # on first use: a graph without `Send` never needs it
+
         try:
             json.dumps(arg, allow_nan=False)
         except (TypeError, ValueError) as exc:

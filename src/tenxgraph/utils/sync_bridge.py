@@ -17,7 +17,6 @@ import concurrent.futures
 import contextlib
 import contextvars
 import os
-import queue
 import sys
 import threading
 import weakref
@@ -250,6 +249,8 @@ class SyncBridge:
         loop_thread, temporary = self._loop_for_call()
         loop = loop_thread.loop
         agen = func(*args)
+        import queue  # on first use: only iterating from sync code needs it
+
         handoff: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         demand = asyncio.Event()
         closed = threading.Event()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +15,7 @@ from pydantic import ValidationError
 from tenxgraph.core.exceptions import GraphError, NodeError
 from tenxgraph.core.state import AgentState, Message, StreamEvent, ToolResult
 from tenxgraph.utils.command import Command, ParentCommand
+from tenxgraph.utils.record import FrozenRecord, Record
 from tenxgraph.utils.send import Send
 
 NodeFunc = Callable[..., Any]
@@ -26,24 +26,41 @@ ASYNC, SYNC, ASYNC_GEN = "async", "sync", "async_gen"
 NO_ARG: Any = object()
 
 
-@dataclass(slots=True)
-class NodeOutput:
+class NodeOutput(Record):
     """A node's result, normalised: messages to add, fields to update, where to go next."""
 
-    messages: list[Message] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=dict)
-    goto: list[str | Send] | None = None
-    state: AgentState | None = None  # the node returned a state object: diff it
+    __match_args__ = ("messages", "fields", "goto", "state")
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        messages: list[Message] | None = None,
+        fields: dict[str, Any] | None = None,
+        goto: list[str | Send] | None = None,
+        state: AgentState | None = None,  # the node returned a state object: diff it
+    ) -> None:
+        self.messages: list[Message] = [] if messages is None else messages
+        self.fields: dict[str, Any] = {} if fields is None else fields
+        self.goto = goto
+        self.state = state
 
 
-@dataclass(frozen=True, slots=True)
-class NodeEvent:
+class NodeEvent(FrozenRecord):
     """Progress a node reports while it runs (a `ToolNode`: a tool call started or ended).
     It goes out on `astream` as a chunk of its own, at every granularity; `ainvoke` drops it."""
 
+    __match_args__ = ("event", "data", "message")
+    __slots__ = __match_args__
     event: StreamEvent
     data: dict[str, Any]
-    message: Message | None = None
+    message: Message | None
+
+    def __init__(
+        self, event: StreamEvent, data: dict[str, Any], message: Message | None = None
+    ) -> None:
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "message", message)
 
 
 class FieldUpdates(list[Any]):
@@ -51,36 +68,60 @@ class FieldUpdates(list[Any]):
     returning a `ToolResult`): merged through the reducer one by one, in order."""
 
 
-@dataclass(slots=True)
-class NodeSpec:
+class NodeSpec(Record):
     """A node as compiled: how to call it, and its place in the graph's order."""
 
-    name: str
-    func: NodeFunc
-    kind: str
-    call: Callable[[Any, dict[str, Any]], Any]
-    index: int
-    dynamic_goto: bool  # may return Command(goto=...) to any node
-    # a generator node's whole output as one awaitable, for runs that stream nothing
-    whole: Callable[[Any, dict[str, Any]], Awaitable[Any]] | None = None
-    # one run of the node in a step: its name, or "name[i]" for the i-th `Send` to it (its
-    # interrupt answers are kept under this key), and the payload that Send gave
-    key: str = ""
-    arg: Any = NO_ARG
+    __match_args__ = (
+        "name",
+        "func",
+        "kind",
+        "call",
+        "index",
+        "dynamic_goto",
+        "whole",
+        "key",
+        "arg",
+    )
+    __slots__ = __match_args__
 
-    def __post_init__(self) -> None:
-        if not self.key:
-            self.key = self.name
+    def __init__(
+        self,
+        name: str,
+        func: NodeFunc,
+        kind: str,
+        call: Callable[[Any, dict[str, Any]], Any],
+        index: int,
+        dynamic_goto: bool,  # may return Command(goto=...) to any node
+        # a generator node's whole output as one awaitable, for runs that stream nothing
+        whole: Callable[[Any, dict[str, Any]], Awaitable[Any]] | None = None,
+        # one run of the node in a step: its name, or "name[i]" for the i-th `Send` to it
+        # (its interrupt answers are kept under this key), and the payload that Send gave
+        key: str = "",
+        arg: Any = NO_ARG,
+    ) -> None:
+        self.name = name
+        self.func = func
+        self.kind = kind
+        self.call = call
+        self.index = index
+        self.dynamic_goto = dynamic_goto
+        self.whole = whole
+        self.key = key or name
+        self.arg = arg
 
     def sent(self, arg: Any, number: int) -> NodeSpec:
         """This node as the `number`-th `Send` of a step runs it: called with `arg`."""
         call, whole = self.call, self.whole
-        return replace(
-            self,
-            key=f"{self.name}[{number}]",
-            arg=arg,
-            call=lambda state, config: call(arg, config),
-            whole=None if whole is None else (lambda state, config: whole(arg, config)),
+        return NodeSpec(
+            self.name,
+            self.func,
+            self.kind,
+            lambda state, config: call(arg, config),
+            self.index,
+            self.dynamic_goto,
+            None if whole is None else (lambda state, config: whole(arg, config)),
+            f"{self.name}[{number}]",
+            arg,
         )
 
 

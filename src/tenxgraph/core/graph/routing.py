@@ -4,26 +4,36 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from tenxgraph.core.exceptions import GraphError
 from tenxgraph.core.graph.node import make_caller
 from tenxgraph.utils.constants import END, START
+from tenxgraph.utils.record import Record
 from tenxgraph.utils.send import Send
 
 _SEVERAL = (list, tuple, set, frozenset)  # a condition that names several nodes at once
 
 
-@dataclass(slots=True)
-class Branch:
+class Branch(Record):
     """A conditional edge: `condition` picks the next node(s), through `path_map` if given."""
 
-    source: str
-    condition: Callable[..., Any]
-    path_map: dict[Hashable, str] | None
-    call: Callable[[Any, dict[str, Any]], Any]
-    is_async: bool
+    __match_args__ = ("source", "condition", "path_map", "call", "is_async")
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        source: str,
+        condition: Callable[..., Any],
+        path_map: dict[Hashable, str] | None,
+        call: Callable[[Any, dict[str, Any]], Any],
+        is_async: bool,
+    ) -> None:
+        self.source = source
+        self.condition = condition
+        self.path_map = path_map
+        self.call = call
+        self.is_async = is_async
 
     @classmethod
     def build(
@@ -91,14 +101,23 @@ def check_send(send: Send, source: str, known: Mapping[str, object]) -> None:
         )
 
 
-@dataclass(slots=True)
-class Routing:
+class Routing(Record):
     """Static edges, conditional branches, join nodes and reachability, built at compile."""
 
-    static: dict[str, tuple[str, ...]]
-    branches: dict[str, tuple[Branch, ...]]
-    joins: frozenset[str]
-    reach: dict[str, frozenset[str]]
+    __match_args__ = ("static", "branches", "joins", "reach")
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        static: dict[str, tuple[str, ...]],
+        branches: dict[str, tuple[Branch, ...]],
+        joins: frozenset[str],
+        reach: dict[str, frozenset[str]],
+    ) -> None:
+        self.static = static
+        self.branches = branches
+        self.joins = joins
+        self.reach = reach
 
     @classmethod
     def build(

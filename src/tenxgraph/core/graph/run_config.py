@@ -9,7 +9,7 @@ not (run budgets), is refused: silently ignoring `max_tool_calls=3` would run 50
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.state.message import generate_id
@@ -23,6 +23,7 @@ from tenxgraph.utils.constants import (
     DEFAULT_RECURSION_LIMIT,
     ResponseGranularity,
 )
+from tenxgraph.utils.record import Record
 
 if TYPE_CHECKING:
     from tenxgraph.core.state.budget import Budget
@@ -145,24 +146,55 @@ WANTED: dict[ResponseGranularity, frozenset[StreamEvent]] = {
 }
 
 
-@dataclass(slots=True)
-class RunSettings:
+class RunSettings(Record):
     """The parts of a run's config the engine itself reads."""
 
-    thread_id: str
-    run_id: str
-    recursion_limit: int
-    node_timeout: float | None
-    node_config: dict[str, Any]
-    checkpoint_version: int | None = None
-    # what this run does when another run holds its thread: "reject", "enqueue", "interrupt"
-    multitask_strategy: str = "reject"
-    enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS
-    max_concurrency: int | None = None  # nodes of one step at once (None: all)
-    nested: bool = False  # the run of a subgraph node, inside its parent's step
-    budget: Budget | None = None  # this run's own limits (the graph's apply too)
-    # limits on what the thread's runs spend together (the graph's apply too)
-    thread_budget: Budget | None = None
+    __match_args__ = (
+        "thread_id",
+        "run_id",
+        "recursion_limit",
+        "node_timeout",
+        "node_config",
+        "checkpoint_version",
+        "multitask_strategy",
+        "enqueue_timeout",
+        "max_concurrency",
+        "nested",
+        "budget",
+        "thread_budget",
+    )
+    __slots__ = __match_args__
+
+    def __init__(
+        self,
+        thread_id: str,
+        run_id: str,
+        recursion_limit: int,
+        node_timeout: float | None,
+        node_config: dict[str, Any],
+        checkpoint_version: int | None = None,
+        # what this run does when another run holds its thread: "reject", "enqueue",
+        # "interrupt"
+        multitask_strategy: str = "reject",
+        enqueue_timeout: float | None = DEFAULT_ENQUEUE_TIMEOUT_SECONDS,
+        max_concurrency: int | None = None,  # nodes of one step at once (None: all)
+        nested: bool = False,  # the run of a subgraph node, inside its parent's step
+        budget: Budget | None = None,  # this run's own limits (the graph's apply too)
+        # limits on what the thread's runs spend together (the graph's apply too)
+        thread_budget: Budget | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.recursion_limit = recursion_limit
+        self.node_timeout = node_timeout
+        self.node_config = node_config
+        self.checkpoint_version = checkpoint_version
+        self.multitask_strategy = multitask_strategy
+        self.enqueue_timeout = enqueue_timeout
+        self.max_concurrency = max_concurrency
+        self.nested = nested
+        self.budget = budget
+        self.thread_budget = thread_budget
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None, streaming: bool) -> RunSettings:

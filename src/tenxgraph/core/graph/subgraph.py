@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenxgraph.core.graph.engine import Run
@@ -90,7 +89,7 @@ class Subgraph:
         bound = self._bound
         if bound is None or bound[0] is not checkpointer or bound[1] is not media:
             graph = self.graph
-            program = replace(graph._program, checkpointer=checkpointer, media=media)
+            program = graph._program.stored_in(checkpointer, media)
             threads = Threads(program, graph._threads.initial)
             bound = self._bound = (checkpointer, media, program, threads)
         return bound[2], bound[3]

@@ -163,8 +163,8 @@ def current_table() -> tuple[tuple[str, str], ...]:
 
 
 # what a masking that keeps a key's tail leaves: litellm masks the usual length of a known
-# key shape as "REDACTED" and keeps the rest of a longer key
-_MASK_LEFTOVER = re.compile(r"REDACTED[A-Za-z0-9_\-]{4,}")
+# key shape as "REDACTED" and keeps the rest of a longer key (compiled on first use, by `re`)
+_MASK_LEFTOVER = r"REDACTED[A-Za-z0-9_\-]{4,}"
 
 
 def redact(text: str) -> str:
@@ -176,7 +176,7 @@ def redact(text: str) -> str:
         if value in text:
             text = text.replace(value, mask)
     if "REDACTED" in text:
-        text = _MASK_LEFTOVER.sub("REDACTED", text)
+        text = re.sub(_MASK_LEFTOVER, "REDACTED", text)
     return text
 
 

@@ -1,7 +1,5 @@
 """`AgentState`: the conversation plus run metadata; subclass it to add your own fields."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
@@ -40,7 +38,7 @@ class AgentState(BaseModel):
         whole = getattr(value, "materialized", None)
         return handler(value if whole is None else whole())
 
-    _reducers_by_class: ClassVar[dict[type[AgentState], dict[str, Reducer]]] = {}
+    _reducers_by_class: ClassVar[dict[type["AgentState"], dict[str, Reducer]]] = {}
 
     @classmethod
     def field_reducers(cls) -> dict[str, Reducer]:

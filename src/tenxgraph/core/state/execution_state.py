@@ -1,7 +1,5 @@
 """Runtime bookkeeping of a thread: where it is, how far it got, and why it paused."""
 
-from __future__ import annotations
-
 from enum import StrEnum
 from typing import Any
 
@@ -68,7 +66,7 @@ class ExecutionState(BaseModel):
         return found
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExecutionState:
+    def from_dict(cls, data: dict[str, Any]) -> "ExecutionState":
         """Build from a dict; accepts ``_internal_data`` as the older spelling of
         ``internal_data``."""
         values = dict(data)

@@ -1,7 +1,5 @@
 """`Message`, one turn of a conversation, and `TokenUsages`, what the turn cost."""
 
-from __future__ import annotations
-
 import base64
 import hashlib
 import itertools
@@ -172,7 +170,7 @@ class Message(BaseModel):
         message_id: str | int | None = None,
         *,
         delta: bool = False,
-    ) -> Message:
+    ) -> "Message":
         """A message holding one `TextBlock`; `delta=True` makes it a partial streaming chunk
         (streamed, never stored)."""
         if (
@@ -199,7 +197,7 @@ class Message(BaseModel):
         content: Sequence[ContentBlock] | str,
         message_id: str | int | None = None,
         meta: dict[str, Any] | None = None,
-    ) -> Message:
+    ) -> "Message":
         """A ``role="tool"`` message, usually holding `ToolResultBlock`s; `meta` is its metadata."""
         return cls(
             message_id=generate_id(message_id), role="tool", content=content, metadata=meta or {}
@@ -215,7 +213,7 @@ class Message(BaseModel):
         text: str | None = None,
         role: Role = "user",
         message_id: str | int | None = None,
-    ) -> Message:
+    ) -> "Message":
         """An image (by URL or inline base64), preceded by `text` when given."""
         if (image_url is None) == (image_base64 is None):
             raise ValueError("Provide either image_url or image_base64 (exactly one of them)")
@@ -233,7 +231,7 @@ class Message(BaseModel):
         content_blocks: Sequence[ContentBlock | dict[str, Any]],
         role: Role = "user",
         message_id: str | int | None = None,
-    ) -> Message:
+    ) -> "Message":
         """A message made of the given blocks (or block dicts)."""
         return cls(message_id=generate_id(message_id), role=role, content=list(content_blocks))
 
@@ -245,7 +243,7 @@ class Message(BaseModel):
         text: str | None = None,
         role: Role = "user",
         message_id: str | int | None = None,
-    ) -> Message:
+    ) -> "Message":
         """Embed a file as base64; its MIME type picks an image, audio, video or document block."""
         path = Path(file_path)
         from tenxgraph.core.state.media_input import read_media_file
@@ -268,11 +266,11 @@ class Message(BaseModel):
         cls,
         data: bytes,
         mime_type: str,
-        store: MediaSink,
+        store: "MediaSink",
         text: str | None = None,
         role: Role = "user",
         message_id: str | int | None = None,
-    ) -> Message:
+    ) -> "Message":
         """An image whose bytes go to `store` (a media store: `app.media_store`, or any
         `tenxgraph.storage.media.MediaStore`); the message holds only its `MediaRef`."""
         from tenxgraph.core.state.media_input import check_sink
@@ -286,12 +284,12 @@ class Message(BaseModel):
     async def with_file(
         cls,
         file_path: str | Path,
-        store: MediaSink,
+        store: "MediaSink",
         mime_type: str | None = None,
         text: str | None = None,
         role: Role = "user",
         message_id: str | int | None = None,
-    ) -> Message:
+    ) -> "Message":
         """A file whose bytes go to `store`, as `from_file` picks its block by MIME type."""
         import asyncio
 

@@ -5,8 +5,6 @@ database row or a provider) parses into the right classes, and an unknown `type`
 an error that names the field.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,7 +39,7 @@ class MediaRef(BaseModel):
     page: int | None = None
 
     @model_validator(mode="after")
-    def _kind_has_its_field(self) -> MediaRef:
+    def _kind_has_its_field(self) -> "MediaRef":
         field = _FIELD_FOR_KIND[self.kind]
         value = getattr(self, field)
         if value is None or (value == "" and self.kind != "data"):  # "" is valid empty data

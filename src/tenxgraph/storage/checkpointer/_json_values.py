@@ -10,7 +10,6 @@ its JSON differs from the one in memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
@@ -22,14 +21,18 @@ from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.state._depth import MAX_DEPTH, PathPart, too_deep
 from tenxgraph.core.state.sealed import FrozenDict, FrozenList
+from tenxgraph.utils.record import Record
 
 
-@dataclass(slots=True)
-class Problem:
+class Problem(Record):
     """Why a value cannot be stored: where it is (`path`, outermost first) and what is wrong."""
 
-    path: list[PathPart] = field(default_factory=list)
-    reason: str = ""
+    __match_args__ = ("path", "reason")
+    __slots__ = __match_args__
+
+    def __init__(self, path: list[PathPart] | None = None, reason: str = "") -> None:
+        self.path: list[PathPart] = [] if path is None else path
+        self.reason = reason
 
     def inside(self, *parts: PathPart) -> Problem:
         self.path[:0] = parts

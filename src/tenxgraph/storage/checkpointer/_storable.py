@@ -13,6 +13,7 @@ its float fields checked, nothing else.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -293,10 +294,15 @@ def unwritable_problem(model: BaseModel, exc: Exception, skip: frozenset[str]) -
     return Problem([], f"it cannot be written as JSON ({exc})")
 
 
-# JSON strings (their brackets do not count), everything but brackets, and innermost pairs
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_INNERMOST = re.compile(r"\[\]|\{\}")
+@functools.cache
+def _bracket_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """JSON strings (their brackets do not count), everything but brackets, and innermost
+    pairs; compiled on first use, not at import."""
+    return (
+        re.compile(r'"(?:[^"\\]|\\.)*"'),
+        re.compile(r"[^\[\]{}]+"),
+        re.compile(r"\[\]|\{\}"),
+    )
 
 
 def json_deeper_than(text: str, limit: int) -> bool:
@@ -304,9 +310,10 @@ def json_deeper_than(text: str, limit: int) -> bool:
     brackets; otherwise each pass strips one level of innermost pairs."""
     if len(text) <= 2 * limit + 1 or text.count("{") + text.count("[") <= limit:
         return False
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    strings, not_brackets, innermost = _bracket_patterns()
+    brackets = not_brackets.sub("", strings.sub("", text))
     for _ in range(limit):
-        brackets = _INNERMOST.sub("", brackets)
+        brackets = innermost.sub("", brackets)
         if not brackets:
             return False
     return True

@@ -10,30 +10,40 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
 
 from tenxgraph.core.exceptions import LeaseLostError, ThreadBusyError
+from tenxgraph.utils.record import FrozenRecord
 
 #: How long a lease lasts past its last save or heartbeat: how long a thread stays blocked
 #: after its owner's process died. Runs renew it every third of this while they work.
 DEFAULT_LEASE_TTL = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(FrozenRecord):
     """A run's claim on a thread. `owner` is unique per run; the claim lasts `ttl` seconds
     past the save or renewal that set it."""
 
+    __match_args__ = ("owner", "ttl")
+    __slots__ = __match_args__
     owner: str
     ttl: float
 
+    def __init__(self, owner: str, ttl: float) -> None:
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "ttl", ttl)
 
-@dataclass(frozen=True, slots=True)
-class LeaseHolder:
+
+class LeaseHolder(FrozenRecord):
     """Who holds a thread's live lease, and for how many more seconds."""
 
+    __match_args__ = ("owner", "expires_in")
+    __slots__ = __match_args__
     owner: str
     expires_in: float
+
+    def __init__(self, owner: str, expires_in: float) -> None:
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "expires_in", expires_in)
 
 
 def new_owner(run_id: str) -> str:
