@@ -1,6 +1,6 @@
-"""`Record`/`FrozenRecord`: the public classes built on them (`Tracing`, `CustomEvent`) behave
-as the dataclasses they replaced: constructor, repr, equality, hashing, immutability, copies
-and pattern matching."""
+"""`Record`/`FrozenRecord` (the internal records on the import path) behave as the dataclasses
+they replaced: repr, equality, hashing, immutability, copies and pattern matching; and the
+public `Tracing` and `CustomEvent` (dataclasses) keep that behaviour too."""
 
 from __future__ import annotations
 
@@ -13,6 +13,37 @@ import pytest
 from tenxgraph.core.graph.node import NodeOutput
 from tenxgraph.core.state import CustomEvent
 from tenxgraph.observability import Tracing
+from tenxgraph.utils.record import FrozenRecord
+
+
+class Point(FrozenRecord):
+    __match_args__ = ("x", "y")
+    __slots__ = __match_args__
+    x: int
+    y: int
+
+    def __init__(self, x: int, y: int) -> None:
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
+
+
+def test_a_frozen_record_is_a_frozen_dataclass_in_all_but_name() -> None:
+    point = Point(1, 2)
+    assert repr(point) == "Point(x=1, y=2)"
+    assert point == Point(1, 2)
+    assert point != Point(2, 1)
+    assert hash(point) == hash(Point(1, 2))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
+        point.x = 3
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'y'"):
+        del point.y
+    assert pickle.loads(pickle.dumps(point)) == point
+    assert copy.deepcopy(point) == point
+    match point:
+        case Point(x, y):
+            assert (x, y) == (1, 2)
+        case _:
+            pytest.fail("Point did not match positionally")
 
 
 def test_repr_lists_the_fields_in_declaration_order() -> None:

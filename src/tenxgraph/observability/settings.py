@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
-
-from tenxgraph.utils.record import FrozenRecord
 
 #: the environment variable of the GenAI conventions that opts in to recording contents
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CONTENT_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event", "event_only"})
 
 
-class Tracing(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Tracing:
     """How a graph's runs are traced with OpenTelemetry.
 
     `tracer_provider`: None uses the global one (``trace.set_tracer_provider``), if one was
@@ -26,18 +26,9 @@ class Tracing(FrozenRecord):
     MESSAGE_CONTENT`` (off unless it says ``true``). `enabled=False` traces nothing.
     """
 
-    __match_args__ = ("tracer_provider", "record_content", "enabled")
-    __slots__ = __match_args__
-    tracer_provider: Any
-    record_content: bool | None
-    enabled: bool
-
-    def __init__(
-        self, tracer_provider: Any = None, record_content: bool | None = None, enabled: bool = True
-    ) -> None:
-        object.__setattr__(self, "tracer_provider", tracer_provider)
-        object.__setattr__(self, "record_content", record_content)
-        object.__setattr__(self, "enabled", enabled)
+    tracer_provider: Any = None
+    record_content: bool | None = None
+    enabled: bool = True
 
     def content(self) -> bool:
         if self.record_content is not None:

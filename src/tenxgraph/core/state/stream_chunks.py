@@ -1,6 +1,7 @@
 """`StreamChunk`: one event of a streamed run."""
 
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
@@ -8,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 from tenxgraph.core.state.agent_state import AgentState
 from tenxgraph.core.state.message import Message
-from tenxgraph.utils.record import FrozenRecord
 
 
 class StreamEvent(StrEnum):
@@ -22,19 +22,15 @@ class StreamEvent(StrEnum):
     CUSTOM = "custom"
 
 
-class CustomEvent(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class CustomEvent:
     """Yielded by an async generator node, `data` goes out on `astream` as a chunk of its own
     (`event="custom"`, `data={"data": data}`) at every granularity, and on a server's
     `custom` stream mode; `ainvoke` drops it. Progress, partial results: whatever a UI of
     yours wants to show while the node runs. `data` must be JSON (it may be sent and stored).
     """
 
-    __match_args__ = ("data",)
-    __slots__ = __match_args__
     data: Any
-
-    def __init__(self, data: Any) -> None:
-        object.__setattr__(self, "data", data)
 
 
 class StreamChunk(BaseModel):
