@@ -264,3 +264,15 @@ def test_fields_still_read_as_pydantic_answers_on_the_class() -> None:
         with pytest.raises(AttributeError):
             getattr(cls, name)
     assert Message(role="user", content="x").delta is False
+
+
+def test_a_message_missing_a_field_is_sealed_whole_as_before() -> None:
+    partial = Message.model_construct(role="user")  # no content: cannot be compact
+    seal(partial)
+    assert is_sealed(partial)
+    assert type(kept_dict(partial)) is FrozenDict
+    assert partial.role == "user"
+    with pytest.raises(AttributeError):
+        _ = partial.content
+    with pytest.raises(SealedError):
+        partial.role = "tool"

@@ -162,18 +162,23 @@ class _InSlot:
         return self.read(model)
 
 
+_KEEP = object()  # the "default" of a field always kept in the dict: no value is it
+_IN_SLOT = object()  # the "default" of a field kept in a slot
+
+
 class _Layout:
     """How a compact class's sealed instances keep their fields."""
 
-    __slots__ = ("defaults", "kept", "readers", "template", "writers")
+    __slots__ = ("defaults", "readers", "slotted", "template")
 
     def __init__(self, cls: type[BaseModel], kept: frozenset[str], slots: dict[str, str]):
-        self.kept = kept
+        # per field: its default (left out of the dict at it), `_KEEP` or `_IN_SLOT`
         self.defaults: dict[str, Any] = {}
         self.template: dict[str, Any] = {}  # every field, in order; defaults where left out
         for name, info in cls.model_fields.items():
             self.template[name] = None
             if name in kept or name in slots:
+                self.defaults[name] = _KEEP if name in kept else _IN_SLOT
                 continue
             default = info.get_default(call_default_factory=True)
             default = _sealed(default) if type(default) in (list, dict) else default
@@ -188,9 +193,13 @@ class _Layout:
         self.readers: dict[str, Callable[[object], Any]] = {
             field: member.__get__ for field, member in members.items()
         }
-        self.writers: dict[str, Callable[[object, Any], None]] = {
-            field: member.__set__ for field, member in members.items()
-        }
+        self.slotted: tuple[tuple[str, Callable[[object, Any], None]], ...] = tuple(
+            (field, member.__set__) for field, member in members.items()
+        )
+
+    def left_out(self) -> dict[str, Any]:
+        """The fields a sealed instance may leave out of its dict, with their defaults."""
+        return {k: v for k, v in self.defaults.items() if v is not _KEEP and v is not _IN_SLOT}
 
 
 _LAYOUTS: dict[type[BaseModel], _Layout] = {}
@@ -206,7 +215,7 @@ def compact(
     if cls.__dict__.get("__dict__") is not fields_property:
         raise TypeError(f"{cls.__name__} needs `__dict__ = fields_property` to be compact")
     layout = _LAYOUTS[cls] = _Layout(cls, kept, slots or {})
-    for name, value in layout.defaults.items():
+    for name, value in layout.left_out().items():
         setattr(cls, name, _Default(name, value))
     for name, read in layout.readers.items():
         setattr(cls, name, _InSlot(name, read))
@@ -230,21 +239,36 @@ def _full_fields(model: BaseModel) -> dict[str, Any]:
 fields_property = property(_full_fields, _set_dict)
 
 
-def _compacted(model: BaseModel, layout: _Layout, fields: dict[str, Any]) -> CompactFields:
-    kept: dict[str, Any] = {}
-    defaults, keep, writers = layout.defaults, layout.kept, layout.writers
-    for name, value in fields.items():
+def _compacted(model: BaseModel, layout: _Layout, fields: dict[str, Any]) -> FrozenDict | None:
+    """The compact dict slot of `model` (its slotted fields written to their slots), or None
+    when it cannot be compact: a slotted field missing (a `model_construct` without it), or
+    a slotted value the collector must still track."""
+    for name, write in layout.slotted:
+        value = fields.get(name, _IN_SLOT)
+        if value is _IN_SLOT:
+            return None
         if type(value) not in _SCALARS:
             value = _sealed(value)
-        write = writers.get(name)
-        if write is not None:
-            write(model, value)
-        elif name in keep:
-            kept[name] = value
+            if gc.is_tracked(value):
+                return None
+        write(model, value)
+    kept: dict[str, Any] = {}
+    defaults = layout.defaults
+    for name, value in fields.items():
+        default = defaults.get(name, _KEEP)
+        if value is default or default is _IN_SLOT:
+            continue
+        if type(value) in _SCALARS:
+            if type(value) is type(default) and value == default:
+                continue
+        elif not value and (
+            (default is _EMPTY_LIST and type(value) is list)
+            or (default is _EMPTY_DICT and type(value) is dict)
+        ):
+            continue
         else:
-            default = defaults[name]
-            if not (value is default or (type(value) is type(default) and value == default)):
-                kept[name] = value
+            value = _sealed(value)
+        kept[name] = value
     return CompactFields(kept) if kept else _NO_FIELDS
 
 
@@ -268,19 +292,17 @@ def _seal_model(model: BaseModel) -> BaseModel:
     if not _untracking_ready:
         _set_up_untracking()
     layout = _LAYOUTS.get(type(model))
-    frozen: FrozenDict
-    in_slots = True  # whether what it keeps in slots is all untracked
+    frozen = None
     if layout is not None and model.__pydantic_extra__ is None:
         frozen = _compacted(model, layout, fields)
-        in_slots = not any(gc.is_tracked(read(model)) for read in layout.readers.values())
-    else:
+    if frozen is None:
         frozen = FrozenDict(
             {k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()}
         )
     _set_dict(model, frozen)
     _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
-    if _untracked(frozen) and in_slots and model.__pydantic_private__ is None:
-        _untrack(model)  # holds only a sealed tree and a set of field names
+    if (frozen is _NO_FIELDS or _untracked(frozen)) and model.__pydantic_private__ is None:
+        _untrack(model)  # holds only a sealed tree (in slots too) and a set of field names
     return model
 
 
