@@ -276,3 +276,20 @@ def test_a_message_missing_a_field_is_sealed_whole_as_before() -> None:
         _ = partial.content
     with pytest.raises(SealedError):
         partial.role = "tool"
+
+
+def test_subclasses_keep_their_fields_and_defaults_and_seal_whole() -> None:
+    class Tagged(Message):
+        tag: str = "t"
+
+    class Noted(TextBlock):
+        note: str = "n"
+
+    message = Tagged(role="user", content=[Noted(text="a")])
+    assert Tagged.model_fields["delta"].default is False
+    assert (message.delta, message.tag, message.content[0].note) == (False, "t", "n")
+    before = message.model_dump_json()
+    seal(message)
+    assert type(kept_dict(message)) is FrozenDict  # only the registered classes are compact
+    assert message.model_dump_json() == before
+    assert (message.delta, message.tag, message.content[0].text) == (False, "t", "a")
