@@ -13,7 +13,14 @@ from tenxgraph.core.state import Message, TextBlock
 from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.message_block import ToolCallBlock
 from tenxgraph.core.state.reducers import add_messages, seal_history
-from tenxgraph.core.state.sealed import FrozenDict, FrozenList, SealedError, is_sealed, seal
+from tenxgraph.core.state.sealed import (
+    FrozenDict,
+    FrozenList,
+    SealedError,
+    is_sealed,
+    kept_dict,
+    seal,
+)
 
 
 def rich() -> Message:
@@ -161,7 +168,8 @@ def test_a_sealed_message_is_left_to_reference_counting_not_the_cycle_collector(
 
     message = rich()
     seal(message)
-    tree = [message, message.__dict__, message.content, *message.content, message.metadata]
+    held = [kept_dict(message), *(kept_dict(block) for block in message.content)]
+    tree = [message, *held, message.content, *message.content, message.metadata]
     assert not any(map(gc.is_tracked, tree))
     gone = weakref.ref(message)
     del message, tree

@@ -24,7 +24,9 @@ log = get_logger("tenxgraph.threads")
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 LIVE_BYTES = 256 * 2**20  # per app: and at most about this much memory for their messages
-MESSAGE_BYTES = 1536  # what a kept message is counted as (a sealed 300-character one: ~1.3 KB)
+# what a kept message is counted as: a 300-character text takes ~0.74 KB sealed (compact) and
+# ~1.9 KB not (a LOW turn's input kept on an in-memory thread is not sealed)
+MESSAGE_BYTES = 1536
 STATE_BYTES = 4096  # and a kept state besides its messages
 
 

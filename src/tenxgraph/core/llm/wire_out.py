@@ -44,17 +44,17 @@ def to_wire(
     wire: list[dict[str, Any]] = []
     tools = False  # any tool call or result: then check that they pair up
     for message in messages:
-        fields = message.__dict__
-        if fields["delta"]:
+        # attributes, not `__dict__`: a sealed message makes its `__dict__` when it is read
+        if message.delta:
             continue
-        role = fields["role"]
-        blocks = fields["content"]
+        role = message.role
+        blocks = message.content
         if (
             len(blocks) == 1
             and type(blocks[0]) is TextBlock
             and blocks[0].cache_control is None
             and role != "tool"
-            and not (role == "assistant" and fields["tools_calls"])
+            and not (role == "assistant" and message.tools_calls)
         ):  # the common case, a plain text turn: what the general path below gives
             wire.append({"role": role, "content": blocks[0].text})
             continue

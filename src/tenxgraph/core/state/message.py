@@ -31,7 +31,13 @@ from tenxgraph.core.state.message_block import (
     ToolResultBlock,
     VideoBlock,
 )
-from tenxgraph.core.state.sealed import SEALED_HINT, SealedError, is_sealed
+from tenxgraph.core.state.sealed import (
+    SEALED_HINT,
+    SealedError,
+    compact,
+    fields_property,
+    is_sealed,
+)
 
 if TYPE_CHECKING:
     from tenxgraph.core.state.media_input import MediaSink
@@ -134,6 +140,17 @@ class Message(BaseModel):
     model_config = ConfigDict(
         extra="forbid", allow_inf_nan=False, defer_build=True
     )  # no NaN in JSON
+    # a sealed message keeps its id, role, content and timestamp in these slots and only the
+    # other fields not at their default in a dict (see `sealed.compact`): a plain text message
+    # has none. Reading `__dict__` gives every field.
+    __slots__ = (
+        "__weakref__",
+        "_sealed_content",
+        "_sealed_id",
+        "_sealed_role",
+        "_sealed_timestamp",
+    )
+    __dict__ = fields_property
 
     message_id: str | int = Field(default_factory=generate_id)
     role: Role
@@ -336,6 +353,16 @@ class Message(BaseModel):
             raise ValueError(f"as_type must be one of {sorted(_MEDIA_BLOCKS)}, not {as_type!r}")
         self.content.append(media_block(as_type, media))
 
+
+compact(
+    Message,
+    slots={
+        "message_id": "_sealed_id",
+        "role": "_sealed_role",
+        "content": "_sealed_content",
+        "timestamp": "_sealed_timestamp",
+    },
+)
 
 # _text_message sets every field that has a default factory itself; keep it that way.
 assert {n for n, f in Message.model_fields.items() if f.default_factory} == {

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tenxgraph.core.state.sealed import compact, fields_property
+
 # NaN and infinity are refused: JSON has no such numbers, so they could not be stored
 _STRICT = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
@@ -65,7 +67,10 @@ class AnnotationRef(BaseModel):
 class TextBlock(BaseModel):
     """Plain text, with optional citation references."""
 
+    # a sealed block keeps its text in this slot and no dict (see `sealed.compact`)
+    __slots__ = ("__weakref__", "_sealed_text")
     model_config = _STRICT
+    __dict__ = fields_property
 
     type: Literal["text"] = "text"
     text: str
@@ -73,6 +78,9 @@ class TextBlock(BaseModel):
     # a provider prompt-cache breakpoint after this block, e.g. ``{"type": "ephemeral"}``
     # (Anthropic; litellm passes it on). Left out of dumps when unset.
     cache_control: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+compact(TextBlock, slots={"text": "_sealed_text"})
 
 
 class ImageBlock(BaseModel):
