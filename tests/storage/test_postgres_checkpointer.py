@@ -377,16 +377,14 @@ async def test_looking_up_ids_in_a_just_filled_thread_reads_those_rows_not_the_t
     """A table just filled has no statistics; the look-up of a turn's input ids in a cold
     thread's log must still go through the ids' index, not read every row of the thread
     through the primary key by its sequence bounds (40 ms at 50,000 messages)."""
-    from tenxgraph.storage.checkpointer.postgres import _ID_IN, _SEQ_FILTER
+    from tenxgraph.storage.checkpointer.postgres import _IDS_IN_LOG
 
     messages = [msg(f"m{i}") for i in range(2_000)]
     await save(store, "big", AgentState(context=messages), None)
     wanted = [messages[1_000].message_id, "not-there"]
     sql = (
         f'SELECT m.message_id FROM "{schema}".tx_messages m WHERE m.thread_id = $1 AND '
-        + _ID_IN.format(ids="$2")
-        + " AND "
-        + _SEQ_FILTER.format(low="0", high="$3::bigint")
+        + _IDS_IN_LOG.format(ids="$2", low="0", high="$3::bigint")
     )
     conn = await asyncpg.connect(pg_dsn())
     try:

@@ -161,7 +161,7 @@ def _compact_rows_v5(s: str) -> tuple[str, ...]:
     (`encode_message(..., id_column=True)`, `encode_header(..., listed=True)`); reading puts
     them back and still reads the rows written before (the version tells an older tenxgraph
     not to read rows it would get wrong). Messages are found by id through an index of the
-    ids' 8-byte hashes (`_ID_IN`) instead of the ids themselves, and the keys that only grow
+    ids' 8-byte hashes (`_IDS_IN_LOG`) instead of the ids themselves, and the keys that only grow
     within a thread fill their index pages."""
     return (
         f"CREATE INDEX IF NOT EXISTS tx_messages_id_hashes ON {s}.tx_messages "
@@ -172,17 +172,16 @@ def _compact_rows_v5(s: str) -> tuple[str, ...]:
     )
 
 
-# the rows of message `m` whose id is in the text array `{ids}`, found by the hash index
-_ID_IN = (
+# the rows of message `m` whose id is in the text array `{ids}` and whose position is in the
+# log's bounds (`{low}` to `{high}`), found by the ids' hash index. The bounds are written so
+# that the planner cannot use them on the primary key (thread, seq): without statistics (a
+# table just filled) it took that index for them and read every row of the thread (40 ms at
+# 50,000 messages) instead of finding the few ids through theirs
+_IDS_IN_LOG = (
     "hashtextextended(m.message_id, 0) = ANY(ARRAY(SELECT hashtextextended(i, 0) "
-    "FROM unnest({ids}::text[]) AS i)) AND m.message_id = ANY({ids}::text[])"
+    "FROM unnest({ids}::text[]) AS i)) AND m.message_id = ANY({ids}::text[]) "
+    "AND m.seq + 0 >= {low} AND m.seq + 0 < {high}"
 )
-
-# the log's bounds for a look-up by id, written so that the planner cannot use them on the
-# primary key (thread, seq): without statistics (a table just filled) it took that index for
-# the bounds and read every row of the thread (40 ms at 50,000 messages) instead of finding
-# the few ids through theirs
-_SEQ_FILTER = "m.seq + 0 >= {low} AND m.seq + 0 < {high}"
 
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
@@ -412,9 +411,11 @@ class PgCheckpointer(BaseCheckpointer):
                 "AND m.seq < c.log_start + c.message_count ORDER BY m.seq"
                 ") AS bodies, ARRAY("
                 f"SELECT m.message_id FROM {self._s}.tx_messages m "
-                f"WHERE m.thread_id = t.thread_id AND {_ID_IN.format(ids='$3')} "
-                f"AND {_SEQ_FILTER.format(low='c.log_start', high='c.log_start + c.message_count')}"
-                f") AS found_ids FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
+                "WHERE m.thread_id = t.thread_id AND "
+                + _IDS_IN_LOG.format(
+                    ids="$3", low="c.log_start", high="c.log_start + c.message_count"
+                )
+                + f") AS found_ids FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
                 "ON c.thread_id = t.thread_id AND c.version = t.version WHERE t.thread_id = $1",
                 thread_id,
                 max(keep, 0),
@@ -475,9 +476,8 @@ class PgCheckpointer(BaseCheckpointer):
         found = await self._log_array(
             thread_id,
             generation,
-            f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = $1 "
-            f"AND {_ID_IN.format(ids='$2')} "
-            f"AND {_SEQ_FILTER.format(low='t.log_start', high='t.log_start + $3')}",
+            f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE m.thread_id = $1 AND "
+            + _IDS_IN_LOG.format(ids="$2", low="t.log_start", high="t.log_start + $3"),
             sorted({str(i) for i in ids}),
             below,
         )
