@@ -174,3 +174,27 @@ def test_a_sealed_message_is_left_to_reference_counting_not_the_cycle_collector(
     gone = weakref.ref(message)
     del message, tree
     assert gone() is None  # freed at once by reference counting: it could not be in a cycle
+
+
+def test_a_sealed_message_holding_a_cycle_stays_with_the_cycle_collector() -> None:
+    # An object sealing cannot freeze (here one in a reference cycle with itself) keeps the
+    # containers that hold it, and the message, tracked: untracking them would hide the
+    # cycle from the collector, and it would never be freed.
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.me = node  # type: ignore[attr-defined]
+    gone = weakref.ref(node)
+    message = Message.text_message("hi", role="assistant")
+    message.metadata = {"node": node}
+    seal(message)
+    assert gc.is_tracked(message.metadata)
+    assert gc.is_tracked(kept_dict(message))  # the compact dict slot holding metadata
+    assert gc.is_tracked(message)
+    del node, message
+    gc.collect()
+    assert gone() is None

@@ -297,14 +297,14 @@ def _seal_model(model: BaseModel) -> BaseModel:
     frozen = None
     if layout is not None and model.__pydantic_extra__ is None:
         frozen = _compacted(model, layout, fields)
+        if frozen is not None and frozen is not _NO_FIELDS:
+            _untracked(frozen)
     if frozen is None:
-        frozen = FrozenDict(
-            {k: v if type(v) in _SCALARS else _sealed(v) for k, v in fields.items()}
-        )
+        frozen = _frozen_dict(fields)  # untracked when all it holds is
     _set_dict(model, frozen)
     _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
-    if (frozen is _NO_FIELDS or _untracked(frozen)) and model.__pydantic_private__ is None:
-        _untrack(model)  # holds only a sealed tree (in slots too) and a set of field names
+    if not gc.is_tracked(frozen) and model.__pydantic_private__ is None:
+        _untrack(id(model))  # holds only a sealed tree (in slots too) and a set of field names
     return model
 
 
@@ -312,45 +312,57 @@ def _sealed(value: Any) -> Any:
     cls = type(value)
     if cls in _SCALARS or cls is FrozenList or cls is FrozenDict:
         return value
+    if cls is dict:
+        return _frozen_dict(value) if value else _EMPTY_DICT  # the empty one is shared
     if cls is list:
         if not value:
-            return _EMPTY_LIST  # immutable: one for all
+            return _EMPTY_LIST
+        if _SCALARS.issuperset(map(type, value)):
+            frozen_list = FrozenList(value)
+            _untrack(id(frozen_list))  # scalars only: nothing in it for the collector
+            return frozen_list
         frozen_list = FrozenList([v if type(v) in _SCALARS else _sealed(v) for v in value])
         _untracked(frozen_list)
         return frozen_list
-    if cls is dict:
-        if not value:
-            return _EMPTY_DICT
-        frozen = FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
-        _untracked(frozen)
-        return frozen
     if isinstance(value, BaseModel) and value.__pydantic_extra__ is None:
         return _seal_model(value)
     return value  # immutable (tuples of scalars, enums, datetimes) or not ours to freeze
+
+
+def _frozen_dict(value: dict[str, Any]) -> FrozenDict:
+    """A sealed copy of `value`, untracked by the collector when all it holds is."""
+    if _SCALARS.issuperset(map(type, value.values())):  # the usual leaf: one C-level pass
+        frozen = FrozenDict(value)
+        _untrack(id(frozen))
+        return frozen
+    frozen = FrozenDict({k: v if type(v) in _SCALARS else _sealed(v) for k, v in value.items()})
+    _untracked(frozen)
+    return frozen
 
 
 # A sealed tree cannot be part of a reference cycle: it never changes, and it holds only
 # scalars and other sealed (or untracked) objects, none of which can refer back to it. So the
 # cyclic garbage collector need not look at it (reference counting frees it): with many
 # threads kept in memory, their messages would otherwise make up most of what every full
-# collection walks. CPython offers no Python-level call for this; its C API does.
-def _gc_untracker() -> Callable[[object], None] | None:
+# collection walks. CPython offers no Python-level call for this; its C API does. It is called
+# with the object's address (`id()` in CPython), which ctypes passes on in half the time it
+# takes to convert an object argument; the caller holds the object, so the address is live.
+def _gc_untracker() -> Callable[[int], None] | None:
     if sys.implementation.name != "cpython":
         return None
     import ctypes
 
-    untrack = ctypes.pythonapi.PyObject_GC_UnTrack
-    untrack.argtypes = [ctypes.py_object]
-    untrack.restype = None
-    return untrack
+    signature = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)  # holds the GIL, as the C API needs
+    return signature(("PyObject_GC_UnTrack", ctypes.pythonapi))  # type: ignore[no-any-return]
 
 
-def _ignore(value: object) -> None:
+def _ignore(address: int) -> None:
     """Where the collector cannot be told (not CPython), nothing is untracked."""
 
 
-#: stops the collector tracking an object: set up by the first seal
-_untrack: Callable[[object], None] = _ignore
+#: stops the collector tracking the object at an address (`_untrack(id(obj))`): set up by
+#: the first seal
+_untrack: Callable[[int], None] = _ignore
 _untracking_ready = False
 
 
@@ -359,19 +371,19 @@ def _set_up_untracking() -> None:
     the shared empty containers untracked."""
     global _untrack, _untracking_ready
     _untrack = _gc_untracker() or _ignore
-    _untrack(_EMPTY_LIST)
-    _untrack(_EMPTY_DICT)
-    _untrack(_NO_FIELDS)
+    _untrack(id(_EMPTY_LIST))
+    _untrack(id(_EMPTY_DICT))
+    _untrack(id(_NO_FIELDS))
     _untracking_ready = True
 
 
 def _untracked(container: FrozenList | FrozenDict) -> bool:
     """Stop the collector tracking `container` if all it holds is untracked already (the
     scalars and the sealed trees inside it); whether it is untracked now."""
-    values = container.values() if type(container) is FrozenDict else container
+    values = container if type(container) is FrozenList else container.values()
     if any(map(gc.is_tracked, values)):
         return False
-    _untrack(container)
+    _untrack(id(container))
     return not gc.is_tracked(container)
 
 
