@@ -16,34 +16,20 @@ tiny library compiled here with the system's C compiler and valgrind's header.
 """
 
 import asyncio
-import ctypes
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 import s6_models as s6
+from _callgrind import toggler
 
 MODE, N = sys.argv[1], int(sys.argv[2])
 if MODE not in ("inside", "outside"):
     raise SystemExit("agent_share: the mode is `inside` or `outside`")
 
 
-def toggler() -> ctypes.CDLL:
-    folder = Path(tempfile.mkdtemp())
-    (folder / "t.c").write_text(
-        "#include <valgrind/callgrind.h>\nvoid toggle(void) { CALLGRIND_TOGGLE_COLLECT; }\n"
-    )
-    subprocess.run(
-        ["cc", "-O2", "-shared", "-fPIC", "-o", str(folder / "t.so"), str(folder / "t.c")],
-        check=True,
-    )
-    return ctypes.CDLL(str(folder / "t.so"))
-
-
-toggle = toggler().toggle
+toggle = toggler()
 server = s6.Server(1)
 try:
     _, _, loop = s6.build("tenxgraph", server.api_base)

@@ -19,18 +19,19 @@ count; that script's `outside` count also holds what the loopback call adds arou
 import argparse
 import asyncio
 import copy
-import ctypes
 import itertools
+import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before litellm is imported
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
 
 import litellm
+import s6_models as s6
+from _callgrind import toggler
 from litellm.types.utils import ModelResponse
 
 from tenxgraph.core.graph import Agent, StateGraph
@@ -39,20 +40,7 @@ from tenxgraph.storage.checkpointer import InMemoryCheckpointer
 from tenxgraph.utils.constants import END, START
 
 STEPS = 10
-BODY = {
-    "id": "chatcmpl-bench",
-    "object": "chat.completion",
-    "created": 1_700_000_000,
-    "model": "bench",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "Hello from the bench server."},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 6, "total_tokens": 7},
-}
+BODY = json.loads(s6.completion_body())  # S6's server's answer
 
 parser = argparse.ArgumentParser()
 parser.add_argument("runs", type=int)
@@ -115,19 +103,6 @@ async def runs(count: int) -> None:
         result = await app.ainvoke({"messages": [question]}, {"thread_id": f"t{next(threads)}"})
         if len(result["messages"]) != STEPS + 1:
             raise SystemExit("agent_steps: the loop made the wrong number of calls")
-
-
-def toggler() -> Any:
-    """Callgrind's switch (its client request), from a tiny library compiled here."""
-    folder = Path(tempfile.mkdtemp())
-    (folder / "t.c").write_text(
-        "#include <valgrind/callgrind.h>\nvoid toggle(void) { CALLGRIND_TOGGLE_COLLECT; }\n"
-    )
-    subprocess.run(
-        ["cc", "-O2", "-shared", "-fPIC", "-o", str(folder / "t.so"), str(folder / "t.c")],
-        check=True,
-    )
-    return ctypes.CDLL(str(folder / "t.so")).toggle
 
 
 def prepare(count: int) -> None:
