@@ -171,7 +171,7 @@ _IN_SLOT = object()  # the "default" of a field kept in a slot
 class _Layout:
     """How a compact class's sealed instances keep their fields."""
 
-    __slots__ = ("defaults", "readers", "slotted", "template")
+    __slots__ = ("defaults", "others", "readers", "slotted", "template")
 
     def __init__(self, cls: type[BaseModel], kept: frozenset[str], slots: dict[str, str]):
         # per field: its default (left out of the dict at it), `_KEEP` or `_IN_SLOT`
@@ -191,6 +191,10 @@ class _Layout:
             ):
                 raise TypeError(f"{cls.__name__}.{name}: compact needs a scalar default")
             self.defaults[name] = self.template[name] = default
+        # the fields not in slots, with their defaults (`_KEEP`: none), in order
+        self.others: tuple[tuple[str, Any], ...] = tuple(
+            (name, default) for name, default in self.defaults.items() if default is not _IN_SLOT
+        )
         members = {field: cls.__dict__[slot] for field, slot in slots.items()}
         self.readers: dict[str, Callable[[object], Any]] = {
             field: member.__get__ for field, member in members.items()
@@ -255,17 +259,16 @@ def _compacted(model: BaseModel, layout: _Layout, fields: dict[str, Any]) -> Fro
                 return None
         write(model, value)
     kept: dict[str, Any] = {}
-    defaults = layout.defaults
-    for name, value in fields.items():
-        default = defaults.get(name, _KEEP)
-        if value is default or default is _IN_SLOT:
+    for name, default in layout.others:
+        value = fields.get(name, default)  # a field left out (`model_construct`): its default
+        if value is default:
             continue
-        if type(value) in _SCALARS:
-            if type(value) is type(default) and value == default:
+        kind = type(value)
+        if kind in _SCALARS:
+            if kind is type(default) and value == default:
                 continue
         elif not value and (
-            (default is _EMPTY_LIST and type(value) is list)
-            or (default is _EMPTY_DICT and type(value) is dict)
+            (default is _EMPTY_LIST and kind is list) or (default is _EMPTY_DICT and kind is dict)
         ):
             continue
         else:
