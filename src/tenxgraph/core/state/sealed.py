@@ -356,7 +356,7 @@ def _gc_untracker() -> Callable[[int], None] | None:
     import ctypes
 
     signature = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)  # holds the GIL, as the C API needs
-    return signature(("PyObject_GC_UnTrack", ctypes.pythonapi))  # type: ignore[no-any-return]
+    return signature(("PyObject_GC_UnTrack", ctypes.pythonapi))
 
 
 def _ignore(address: int) -> None:
@@ -383,7 +383,7 @@ def _set_up_untracking() -> None:
 def _untracked(container: FrozenList | FrozenDict) -> bool:
     """Stop the collector tracking `container` if all it holds is untracked already (the
     scalars and the sealed trees inside it); whether it is untracked now."""
-    values = container if type(container) is FrozenList else container.values()
+    values = container.values() if isinstance(container, dict) else container
     if any(map(gc.is_tracked, values)):
         return False
     _untrack(id(container))
