@@ -205,9 +205,7 @@ def _lookup_keys(ids: list[str]) -> list[str | bytes]:
 
 def id_text(stored: object) -> str:
     """A stored message id (`id_key`, or the text of rows written before) as its text."""
-    return (
-        stored.hex() if isinstance(stored, bytes) else str(stored)
-    )  # message ids looked up per statement (SQLite limits its parameters)
+    return stored.hex() if isinstance(stored, bytes) else str(stored)
 
 
 _TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
