@@ -68,10 +68,13 @@ class World:
         return ReactAgent(FunctionModel(self.model), [pay], state=Shop).compile(checkpointer=store)
 
 
+# a thread's key (its messages and checkpoints name it by that), from its id
+_KEY = "thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?)"
+
 _ORDER = {
     "tx_threads": "thread_id",
-    "tx_checkpoints": "thread_id, version",
-    "tx_messages": "thread_id, seq",
+    "tx_checkpoints": "thread_key, version",
+    "tx_messages": "thread_key, seq",
     "tx_tool_results": "thread_id, message_id, call_id",
     "tx_stop_requests": "thread_id",
 }
@@ -87,27 +90,27 @@ async def stored_rows(backend: Backend) -> dict[str, list[tuple[Any, ...]]]:
 
 async def message_body(backend: Backend, seq: int, thread_id: str = "victim") -> str:
     rows = await backend.sql(
-        "SELECT body FROM tx_messages WHERE thread_id = ? AND seq = ?", thread_id, seq
+        f"SELECT body FROM tx_messages WHERE {_KEY} AND seq = ?", thread_id, seq
     )
     return str(rows[0][0])
 
 
 async def set_message_body(backend: Backend, seq: int, body: str) -> None:
     await backend.sql(
-        "UPDATE tx_messages SET body = ? WHERE thread_id = ? AND seq = ?", body, "victim", seq
+        f"UPDATE tx_messages SET body = ? WHERE {_KEY} AND seq = ?", body, "victim", seq
     )
 
 
 async def latest_header(backend: Backend) -> dict[str, Any]:
     rows = await backend.sql(
-        "SELECT header FROM tx_checkpoints WHERE thread_id = ? ORDER BY version DESC", "victim"
+        f"SELECT header FROM tx_checkpoints WHERE {_KEY} ORDER BY version DESC", "victim"
     )
     return json.loads(rows[0][0])  # type: ignore[no-any-return]
 
 
 async def set_header(backend: Backend, header: str) -> None:
     """Every version of the victim's header: whichever one a reader picks is the hostile one."""
-    await backend.sql("UPDATE tx_checkpoints SET header = ? WHERE thread_id = ?", header, "victim")
+    await backend.sql(f"UPDATE tx_checkpoints SET header = ? WHERE {_KEY}", header, "victim")
 
 
 class Planted:
@@ -171,7 +174,7 @@ async def header_extra_key(backend: Backend, marker: Path) -> None:
 
 
 async def missing_row(backend: Backend, marker: Path) -> None:
-    await backend.sql("DELETE FROM tx_messages WHERE thread_id = ? AND seq = 1", "victim")
+    await backend.sql(f"DELETE FROM tx_messages WHERE {_KEY} AND seq = 1", "victim")
 
 
 async def pickled_row(backend: Backend, marker: Path) -> None:

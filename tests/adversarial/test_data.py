@@ -39,6 +39,9 @@ from tenxgraph.storage.checkpointer import BaseCheckpointer
 from tenxgraph.utils.constants import END, START
 from tests.storage.conftest import Backend
 
+# a thread's key (its messages and checkpoints name it by that), from its id
+_KEY = "thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?)"
+
 
 class Data(AgentState):
     score: float = 0.0
@@ -348,7 +351,7 @@ async def test_a_hostile_deep_header_is_a_serialization_error(sql_backend: Backe
     state = Data(context=[Message.text_message("a")])
     await store.asave("t", expected_version=None, state=state, new_messages=state.context)
     hostile = '{"data":' + "[" * 5000 + "]" * 5000 + ',"execution_meta":{"current_node":"x"}}'
-    await sql_backend.sql("UPDATE tx_checkpoints SET header = ? WHERE thread_id = ?", hostile, "t")
+    await sql_backend.sql(f"UPDATE tx_checkpoints SET header = ? WHERE {_KEY}", hostile, "t")
     with pytest.raises(SerializationError, match=r"'t'.*the JSON reader allows, about 200 levels"):
         await store.aload("t", Data)
 
@@ -439,9 +442,7 @@ async def test_a_message_row_cannot_reach_the_header(sql_backend: Backend) -> No
     store = sql_backend.store
     messages = await saved_pair(store)
     hostile = messages[1].model_dump_json() + '],"context_summary":"INJECTED","_":['
-    await sql_backend.sql(
-        "UPDATE tx_messages SET body = ? WHERE thread_id = ? AND seq = 1", hostile, "t"
-    )
+    await sql_backend.sql(f"UPDATE tx_messages SET body = ? WHERE {_KEY} AND seq = 1", hostile, "t")
     with pytest.raises(SerializationError, match=r"'t'.*message 1.*'context.1'") as caught:
         await store.aload("t", Data)
     assert caught.value.context == {"thread_id": "t", "field": "context.1"}
@@ -461,7 +462,7 @@ async def test_rows_cannot_trade_content_even_when_the_count_still_fits(
     third = '"y":2}}'
     for seq, body in enumerate([first, second, third]):
         await sql_backend.sql(
-            "UPDATE tx_messages SET body = ? WHERE thread_id = ? AND seq = ?", body, "t", seq
+            f"UPDATE tx_messages SET body = ? WHERE {_KEY} AND seq = ?", body, "t", seq
         )
     with pytest.raises(SerializationError, match=r"'context.0'"):
         await store.aload("t", Data)
@@ -482,7 +483,7 @@ async def test_an_unknown_key_in_a_stored_header_is_an_error_naming_it(
     store = sql_backend.store
     await saved_pair(store)
     header = json.dumps({"score": 1.5})[:-1] + "," + extra + "}"
-    await sql_backend.sql("UPDATE tx_checkpoints SET header = ? WHERE thread_id = ?", header, "t")
+    await sql_backend.sql(f"UPDATE tx_checkpoints SET header = ? WHERE {_KEY}", header, "t")
     with pytest.raises(SerializationError, match=rf"'t'.*key '{key}'") as caught:
         await store.aload("t", Data)
     assert caught.value.context == {"thread_id": "t", "field": key}

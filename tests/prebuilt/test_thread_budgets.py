@@ -288,14 +288,18 @@ async def test_a_thread_stored_before_tool_calls_were_counted_reads_them_as_none
     tid = config["thread_id"]
     await turn(react(Model(fan=2), Lookups(), checkpointer=sql_backend.store), config, "one")
     rows = await sql_backend.sql(
-        "SELECT version, header FROM tx_checkpoints WHERE thread_id = ? ORDER BY version DESC",
+        "SELECT version, header FROM tx_checkpoints "
+        "WHERE thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?) "
+        "ORDER BY version DESC",
         tid,
     )
     version, header = rows[0]
     parsed = json.loads(header)
     assert parsed["execution_meta"]["usage"].pop("tool_calls") == 2
     await sql_backend.sql(
-        "UPDATE tx_checkpoints SET header = ? WHERE thread_id = ? AND version = ?",
+        "UPDATE tx_checkpoints SET header = ? "
+        "WHERE thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?) "
+        "AND version = ?",
         json.dumps(parsed),
         tid,
         version,

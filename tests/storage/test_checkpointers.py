@@ -424,8 +424,12 @@ async def test_lifecycle_hooks_are_harmless(checkpointer: BaseCheckpointer) -> N
 # -- SQL backends: stored rows --------------------------------------------------------------
 
 
+# a thread's key (its messages and checkpoints name it by that), from its id
+_KEY = "thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?)"
+
+
 async def message_rows(backend: Backend, thread_id: str = "t") -> int:
-    rows = await backend.sql("SELECT COUNT(*) FROM tx_messages WHERE thread_id = ?", thread_id)
+    rows = await backend.sql(f"SELECT COUNT(*) FROM tx_messages WHERE {_KEY}", thread_id)
     return int(rows[0][0])
 
 
@@ -451,7 +455,7 @@ async def test_a_save_writes_only_the_new_messages(sql_backend: Backend) -> None
     version = await save(store, "t", state, None)
     assert await message_rows(sql_backend) == 50
     before = await sql_backend.sql(
-        "SELECT seq, message_id, body FROM tx_messages WHERE thread_id = ? ORDER BY seq", "t"
+        f"SELECT seq, message_id, body FROM tx_messages WHERE {_KEY} ORDER BY seq", "t"
     )
     for step in range(3):
         version = await save(store, "t", state_with(), version, new=[msg(f"s{step}"), msg("x")])
@@ -459,14 +463,11 @@ async def test_a_save_writes_only_the_new_messages(sql_backend: Backend) -> None
     version = await save(store, "t", state_with(count=9), version, new=[])
     assert await message_rows(sql_backend) == 56
     after = await sql_backend.sql(
-        "SELECT seq, message_id, body FROM tx_messages WHERE thread_id = ? AND seq < 50 "
-        "ORDER BY seq",
+        f"SELECT seq, message_id, body FROM tx_messages WHERE {_KEY} AND seq < 50 ORDER BY seq",
         "t",
     )
     assert after == before  # earlier rows are never rewritten
-    checkpoints = await sql_backend.sql(
-        "SELECT COUNT(*) FROM tx_checkpoints WHERE thread_id = ?", "t"
-    )
+    checkpoints = await sql_backend.sql(f"SELECT COUNT(*) FROM tx_checkpoints WHERE {_KEY}", "t")
     assert checkpoints[0][0] == 5
 
 
@@ -480,7 +481,7 @@ async def test_a_rewrite_replaces_the_rows_and_bumps_the_generation(sql_backend:
     )
     assert [tuple(r) for r in rows] == [(2, 1)]
     generations = await sql_backend.sql(
-        "SELECT version, generation FROM tx_checkpoints WHERE thread_id = ? ORDER BY version", "t"
+        f"SELECT version, generation FROM tx_checkpoints WHERE {_KEY} ORDER BY version", "t"
     )
     assert [tuple(r) for r in generations] == [(1, 0), (2, 1)]
 
@@ -529,11 +530,11 @@ async def stored(backend: Backend, thread_id: str = "t") -> BaseCheckpointer:
 
 
 async def set_header(backend: Backend, header: str, thread_id: str = "t") -> None:
-    await backend.sql("UPDATE tx_checkpoints SET header = ? WHERE thread_id = ?", header, thread_id)
+    await backend.sql(f"UPDATE tx_checkpoints SET header = ? WHERE {_KEY}", header, thread_id)
 
 
 async def set_message(backend: Backend, body: str, thread_id: str = "t") -> None:
-    await backend.sql("UPDATE tx_messages SET body = ? WHERE thread_id = ?", body, thread_id)
+    await backend.sql(f"UPDATE tx_messages SET body = ? WHERE {_KEY}", body, thread_id)
 
 
 async def test_corrupt_header_field_names_the_thread_and_field(sql_backend: Backend) -> None:
@@ -625,7 +626,7 @@ async def test_hostile_message_is_a_serialization_error(sql_backend: Backend, bo
 async def test_missing_message_rows_are_a_serialization_error(sql_backend: Backend) -> None:
     store = await stored(sql_backend)
     await save(store, "t", state_with(), 1, new=[msg("b")])
-    await sql_backend.sql("DELETE FROM tx_messages WHERE thread_id = ? AND seq = 1", "t")
+    await sql_backend.sql(f"DELETE FROM tx_messages WHERE {_KEY} AND seq = 1", "t")
     with pytest.raises(SerializationError, match="lists 2 messages but only 1"):
         await store.aload("t", Counted)
     assert await texts_of(store, "t", 1) == ["a"]  # the older version is still whole

@@ -200,7 +200,8 @@ async def test_sqlite_keeps_a_hex_id_as_its_bytes_and_finds_it_either_way(
         # a row written before schema 5 keeps a hex id as text: found all the same
         older = msg("older")
         conn.execute(
-            "INSERT INTO tx_messages (thread_id, seq, message_id, body) VALUES ('t', 3, ?, ?)",
+            "INSERT INTO tx_messages (thread_key, seq, message_id, body) "
+            "SELECT thread_key, 3, ?, ? FROM tx_threads WHERE thread_id = 't'",
             (str(older.message_id), encode_message(older)),
         )
         conn.commit()

@@ -298,7 +298,8 @@ async def test_the_recent_messages_are_decoded_when_first_read(sql_backend: Back
 async def test_a_corrupt_recent_row_is_named_when_read(sql_backend: Backend) -> None:
     await seed(sql_backend.store)
     await sql_backend.sql(
-        "UPDATE tx_messages SET body = ? WHERE thread_id = ? AND seq = ?",
+        "UPDATE tx_messages SET body = ? "
+        "WHERE thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?) AND seq = ?",
         '{"role": "robot", "content": []}',
         "t",
         LONG - 2,

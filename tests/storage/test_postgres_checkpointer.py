@@ -383,7 +383,8 @@ async def test_looking_up_ids_in_a_just_filled_thread_reads_those_rows_not_the_t
     await save(store, "big", AgentState(context=messages), None)
     wanted = [messages[1_000].message_id, "not-there"]
     sql = (
-        f'SELECT m.message_id FROM "{schema}".tx_messages m WHERE m.thread_id = $1 AND '
+        f'SELECT m.message_id FROM "{schema}".tx_messages m WHERE m.thread_key = '
+        f'(SELECT thread_key FROM "{schema}".tx_threads WHERE thread_id = $1) AND '
         + _IDS_IN_LOG.format(ids="$2", low="0", high="$3::bigint")
     )
     conn = await asyncpg.connect(pg_dsn())

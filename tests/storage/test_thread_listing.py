@@ -239,7 +239,11 @@ async def test_a_thread_whose_latest_checkpoint_is_missing_is_named(
     sql_backend: Backend,
 ) -> None:
     await create_threads(sql_backend.store)
-    await sql_backend.sql("DELETE FROM tx_checkpoints WHERE thread_id = ?", "k")
+    await sql_backend.sql(
+        "DELETE FROM tx_checkpoints "
+        "WHERE thread_key = (SELECT thread_key FROM tx_threads WHERE thread_id = ?)",
+        "k",
+    )
     with pytest.raises(SerializationError, match="Thread 'k': the checkpoint of its version 1"):
         await sql_backend.store.alist_thread_page()
     page = await sql_backend.store.alist_thread_page(limit=3)  # pages before it still read

@@ -4,7 +4,8 @@ A save is a single statement (no BEGIN/COMMIT round trips around it) whose parts
 implicit transaction: all of them land, or none does. Its first part is the compare-and-swap
 on the thread's row (`UPDATE ... WHERE version = expected`, or `INSERT ... ON CONFLICT DO
 NOTHING` for a new thread), which also takes, extends or releases the lease. The other parts
-read what it returns, so they write nothing when it matched no row:
+read what it returns (among it the thread's key, which their rows carry), so they write
+nothing when it matched no row:
 
 - the new messages, appended after the last stored one (or, for a history rewrite, replacing
   the stored ones: the rows from the new length on are deleted, the others overwritten);
@@ -41,8 +42,8 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
             f"INSERT INTO {schema}.tx_threads (thread_id, version, generation, created_at, "
             "updated_at, lease_owner, lease_expires, lease_heartbeat) "
             f"VALUES ($1, 1, $2, $3, $3, $4::text, {_LEASE.format(owner='$4', ttl='$5')}, "
-            f"{NOW}) ON CONFLICT DO NOTHING "
-            "RETURNING generation, 0::bigint AS start, log_start, $4::text IS NOT NULL AS taken"
+            f"{NOW}) ON CONFLICT DO NOTHING RETURNING thread_key, generation, 0::bigint AS start, "
+            "log_start, $4::text IS NOT NULL AS taken"
         )
         prior = ""
         version, now, ids, bodies, header, step, status, node = (
@@ -55,19 +56,19 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
         start = (
             "0::bigint"
             if rewrite
-            else f"(SELECT COALESCE(MAX(seq) + 1, 0) FROM {schema}.tx_messages "
-            "WHERE thread_id = $1)"
+            else f"(SELECT COALESCE(MAX(m.seq) + 1, 0) FROM {schema}.tx_messages m "
+            "WHERE m.thread_key = th.thread_key)"
         )
         # a rewrite's log starts at seq 0, and no version from before it loads any more
         restart = ", log_start = 0, oldest_generation = generation + 1" if rewrite else ""
         prior = f"prior AS (SELECT lease_owner FROM {schema}.tx_threads WHERE thread_id = $1), "
         cas = (
-            f"UPDATE {schema}.tx_threads SET version = version + 1, "
+            f"UPDATE {schema}.tx_threads th SET version = version + 1, "
             "generation = generation + $3, updated_at = $4, lease_owner = $5::text, "
             f"lease_expires = {_LEASE.format(owner='$5', ttl='$6')}, lease_heartbeat = {NOW}"
             f"{restart} WHERE thread_id = $1 AND version = $2 AND (lease_owner IS NULL "
             f"OR lease_owner = $7::text OR lease_expires <= {NOW}) "
-            f"RETURNING generation, {start} AS start, log_start, "
+            f"RETURNING thread_key, generation, {start} AS start, log_start, "
             "$7::text IS NOT NULL AND NOT EXISTS "
             "(SELECT 1 FROM prior WHERE lease_owner = $7::text) AS taken"
         )
@@ -76,26 +77,26 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
         )  # fmt: skip
     count = f"cardinality({ids}::text[])"
     overwrite = (
-        " ON CONFLICT (thread_id, seq) DO UPDATE SET message_id = EXCLUDED.message_id, "
+        " ON CONFLICT (thread_key, seq) DO UPDATE SET message_id = EXCLUDED.message_id, "
         "body = EXCLUDED.body"
         if rewrite
         else ""
     )
     dropped = (
-        f"dropped AS (DELETE FROM {schema}.tx_messages WHERE thread_id = $1 "
-        f"AND seq >= {count} AND EXISTS (SELECT 1 FROM cas)), "
+        f"dropped AS (DELETE FROM {schema}.tx_messages m USING cas "
+        f"WHERE m.thread_key = cas.thread_key AND m.seq >= {count}), "
         if rewrite and not new
         else ""
     )
     return (
         f"WITH {prior}cas AS ({cas}), {dropped}"
-        f"added AS (INSERT INTO {schema}.tx_messages (thread_id, seq, message_id, body) "
-        "SELECT $1, cas.start + t.n - 1, t.m, t.b "
+        f"added AS (INSERT INTO {schema}.tx_messages (thread_key, seq, message_id, body) "
+        "SELECT cas.thread_key, cas.start + t.n - 1, t.m, t.b "
         f"FROM cas, unnest({ids}::text[], {bodies}::text[]) WITH ORDINALITY AS t(m, b, n)"
         f"{overwrite}), "
-        f"saved AS (INSERT INTO {schema}.tx_checkpoints (thread_id, version, header, "
+        f"saved AS (INSERT INTO {schema}.tx_checkpoints (thread_key, version, header, "
         "message_count, generation, log_start, step, status, node, created_at) "
-        f"SELECT $1, {version}, {header}::text, cas.start - cas.log_start + {count}, "
+        f"SELECT cas.thread_key, {version}, {header}::text, cas.start - cas.log_start + {count}, "
         "cas.generation, cas.log_start, "
         f"{step}::bigint, {status}::text, {node}::text, {now}::double precision FROM cas), "
         f"cleared AS (DELETE FROM {schema}.tx_stop_requests WHERE thread_id = $1 "

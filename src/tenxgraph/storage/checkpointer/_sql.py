@@ -29,7 +29,7 @@ from tenxgraph.storage.checkpointer._codec import ROW_ID_PREFIX, stored_text
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def body_with_id(alias: str = "", id_text: str = "{a}message_id") -> str:

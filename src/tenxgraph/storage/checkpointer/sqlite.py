@@ -170,6 +170,52 @@ _COMPACT_ROWS_V5 = (
     "ALTER TABLE tx_stop_requests_v5 RENAME TO tx_stop_requests",
 )
 
+# version 6: each thread has a small integer key (`thread_key`, given in order of creation),
+# and the two tables a thread fills, its messages and its versions, are keyed by it: the text
+# thread id (a service's UUID is 36 characters) is kept once, in tx_threads, instead of in
+# every row and index entry. Rows of a thread without a tx_threads row, which nothing could
+# read (every read starts there), are not copied.
+_THREAD_KEYS_V6 = (
+    "ALTER TABLE tx_threads ADD COLUMN thread_key INTEGER NOT NULL DEFAULT 0",
+    "UPDATE tx_threads SET thread_key = k.n FROM (SELECT thread_id, row_number() OVER "
+    "(ORDER BY created_at, thread_id) AS n FROM tx_threads) AS k "
+    "WHERE k.thread_id = tx_threads.thread_id",
+    "CREATE UNIQUE INDEX tx_threads_key ON tx_threads (thread_key)",
+    """CREATE TABLE tx_messages_v6 (
+        thread_key INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (thread_key, seq))""",
+    "INSERT INTO tx_messages_v6 (thread_key, seq, message_id, body) "
+    "SELECT t.thread_key, m.seq, m.message_id, m.body FROM tx_messages m "
+    "JOIN tx_threads t ON t.thread_id = m.thread_id ORDER BY t.thread_key, m.seq",
+    "DROP TABLE tx_messages",
+    "ALTER TABLE tx_messages_v6 RENAME TO tx_messages",
+    "CREATE INDEX tx_messages_ids ON tx_messages (thread_key, message_id)",
+    f"CREATE INDEX tx_messages_system ON tx_messages (thread_key, seq) "
+    f"WHERE instr(body, '{SYSTEM_MARK}') > 0",
+    """CREATE TABLE tx_checkpoints_v6 (
+        thread_key INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        header TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        generation INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        node TEXT,
+        created_at REAL NOT NULL,
+        log_start INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (thread_key, version))""",
+    "INSERT INTO tx_checkpoints_v6 (thread_key, version, header, message_count, generation, "
+    "step, status, node, created_at, log_start) SELECT t.thread_key, c.version, c.header, "
+    "c.message_count, c.generation, c.step, c.status, c.node, c.created_at, c.log_start "
+    "FROM tx_checkpoints c JOIN tx_threads t ON t.thread_id = c.thread_id "
+    "ORDER BY t.thread_key, c.version",
+    "DROP TABLE tx_checkpoints",
+    "ALTER TABLE tx_checkpoints_v6 RENAME TO tx_checkpoints",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
 MIGRATIONS: dict[int, Sequence[str]] = {
@@ -178,7 +224,11 @@ MIGRATIONS: dict[int, Sequence[str]] = {
     3: _MESSAGE_IDS_V3,
     4: _RESTORES_V4,
     5: _COMPACT_ROWS_V5,
+    6: _THREAD_KEYS_V6,
 }
+
+# the key of the thread whose id is the statement's next parameter
+_KEY = "(SELECT thread_key FROM tx_threads WHERE thread_id = ?)"
 
 # a message row's JSON with its id put back (rows leave a text id out: its column holds it,
 # as text or as the bytes of its hex digits: `id_key`)
@@ -206,9 +256,6 @@ def _lookup_keys(ids: list[str]) -> list[str | bytes]:
 def id_text(stored: object) -> str:
     """A stored message id (`id_key`, or the text of rows written before) as its text."""
     return stored.hex() if isinstance(stored, bytes) else str(stored)
-
-
-_TABLES = ("tx_threads", "tx_checkpoints", "tx_messages", "tx_tool_results", "tx_stop_requests")
 
 
 @dataclass(slots=True)
@@ -430,21 +477,21 @@ class SqliteCheckpointer(BaseCheckpointer):
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT version, oldest_generation FROM tx_threads WHERE thread_id = ?",
+                "SELECT version, oldest_generation, thread_key FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             if thread is None:
                 return None
-            latest, oldest = int(thread[0]), int(thread[1])
+            latest, oldest, key = int(thread[0]), int(thread[1]), int(thread[2])
             wanted = latest if version is None else version
             columns = "header, message_count, log_start, step, status, node"
-            saved = await self._version_row(conn, thread_id, wanted, latest, oldest, columns)
+            saved = await self._version_row(conn, thread_id, key, wanted, latest, oldest, columns)
             count = int(saved[1])
             rows = await self._fetchall(
                 conn,
-                f"SELECT {_BODY} FROM tx_messages WHERE thread_id = ? AND seq >= ? "
+                f"SELECT {_BODY} FROM tx_messages WHERE thread_key = ? AND seq >= ? "
                 "ORDER BY seq LIMIT ?",
-                (thread_id, int(saved[2]), count),
+                (key, int(saved[2]), count),
             )
         if len(rows) != count:
             raise missing_messages_error(thread_id, count, len(rows))
@@ -474,8 +521,8 @@ class SqliteCheckpointer(BaseCheckpointer):
                 "CASE WHEN m.seq IS NULL OR m.seq = c.log_start + max(c.message_count - ?, 0) "
                 f"THEN c.header END, {_BODY_M}, c.step, c.status, c.node "
                 "FROM tx_threads t JOIN tx_checkpoints c "
-                "ON c.thread_id = t.thread_id AND c.version = t.version "
-                "LEFT JOIN tx_messages m ON m.thread_id = t.thread_id "
+                "ON c.thread_key = t.thread_key AND c.version = t.version "
+                "LEFT JOIN tx_messages m ON m.thread_key = t.thread_key "
                 "AND m.seq >= c.log_start + max(c.message_count - ?, 0) "
                 "AND m.seq < c.log_start + c.message_count "
                 "WHERE t.thread_id = ? ORDER BY m.seq",
@@ -505,17 +552,18 @@ class SqliteCheckpointer(BaseCheckpointer):
         self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
     ) -> list[sqlite3.Row]:
         """Rows of a query on the thread's log, if the log is still the one of `generation`
-        (else `changed_history_error`), both read in one snapshot. `sql`'s first parameter
-        is where the log starts (its first message's seq), then `params`."""
+        (else `changed_history_error`), both read in one snapshot. `sql`'s first parameters
+        are where the log starts (its first message's seq) and the thread's key, then
+        `params`."""
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT generation, log_start FROM tx_threads WHERE thread_id = ?",
+                "SELECT generation, log_start, thread_key FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             if thread is None or int(thread[0]) != generation:
                 raise changed_history_error(thread_id)
-            return await self._fetchall(conn, sql, (int(thread[1]), *params))
+            return await self._fetchall(conn, sql, (int(thread[1]), int(thread[2]), *params))
 
     async def aread_log(
         self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
@@ -523,9 +571,9 @@ class SqliteCheckpointer(BaseCheckpointer):
         rows = await self._log_rows(
             thread_id,
             generation,
-            f"SELECT {_BODY} FROM tx_messages, (SELECT ? AS base) WHERE thread_id = ? "
+            f"SELECT {_BODY} FROM tx_messages, (SELECT ? AS base) WHERE thread_key = ? "
             "AND seq >= base + ? AND seq < base + ? ORDER BY seq",
-            (thread_id, start, stop),
+            (start, stop),
         )
         bodies = log_bodies(thread_id, [r[0] for r in rows], start, stop)
         return sealed(decode_messages(state_type, thread_id, bodies, start))
@@ -544,7 +592,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                     conn,
                     "SELECT t.generation, m.message_id FROM tx_threads t "
                     "LEFT JOIN tx_messages m INDEXED BY tx_messages_ids "
-                    "ON m.thread_id = t.thread_id AND m.seq >= t.log_start "
+                    "ON m.thread_key = t.thread_key AND m.seq >= t.log_start "
                     "AND m.seq < t.log_start + ? "
                     f"AND m.message_id IN ({', '.join('?' * len(part))}) "
                     "WHERE t.thread_id = ?",
@@ -563,9 +611,9 @@ class SqliteCheckpointer(BaseCheckpointer):
             generation,
             f"SELECT seq - base, {_BODY} FROM (SELECT ? AS base), "
             "tx_messages INDEXED BY tx_messages_system "
-            "WHERE thread_id = ? AND seq >= base + ? AND seq < base + ? "
+            "WHERE thread_key = ? AND seq >= base + ? AND seq < base + ? "
             f"AND instr(body, '{SYSTEM_MARK}') > 0 ORDER BY seq",
-            (thread_id, start, stop),
+            (start, stop),
         )
         return system_rows(state_type, thread_id, rows)
 
@@ -590,7 +638,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             thread = await self._fetchone(
                 conn,
                 "SELECT version, generation, lease_owner, lease_expires, log_start, "
-                "oldest_generation FROM tx_threads WHERE thread_id = ?",
+                "oldest_generation, thread_key FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             now = time.time()
@@ -601,18 +649,19 @@ class SqliteCheckpointer(BaseCheckpointer):
                 raise stale_error(thread_id, expected_version, current)
             generation = 0 if thread is None else int(thread[1])
             base, oldest = (0, 0) if thread is None else (int(thread[4]), int(thread[5]))
+            key = await self._new_key(conn) if thread is None else int(thread[6])
             if rewrite:
-                await conn.execute("DELETE FROM tx_messages WHERE thread_id = ?", (thread_id,))
+                await conn.execute("DELETE FROM tx_messages WHERE thread_key = ?", (key,))
                 generation += 1
                 start, base, oldest = 0, 0, generation
             else:
                 last = await self._fetchone(
-                    conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_id = ?", (thread_id,)
+                    conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_key = ?", (key,)
                 )
                 start = 0 if last is None or last[0] is None else int(last[0]) + 1
             await conn.executemany(
-                "INSERT INTO tx_messages (thread_id, seq, message_id, body) VALUES (?, ?, ?, ?)",
-                [(thread_id, start + i, mid, body) for i, (mid, body) in enumerate(encoded)],
+                "INSERT INTO tx_messages (thread_key, seq, message_id, body) VALUES (?, ?, ?, ?)",
+                [(key, start + i, mid, body) for i, (mid, body) in enumerate(encoded)],
             )
             version = (current or 0) + 1
             owner: str | None = None
@@ -620,18 +669,18 @@ class SqliteCheckpointer(BaseCheckpointer):
             if lease is not None and not release:
                 owner, expires = lease.owner, now + lease.ttl
             await conn.execute(
-                "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
+                "INSERT INTO tx_checkpoints (thread_key, version, header, message_count, "
                 "generation, log_start, step, status, node, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (thread_id, version, header, start - base + len(encoded), generation, base,
+                (key, version, header, start - base + len(encoded), generation, base,
                  step, status, node, now),
             )  # fmt: skip
             if thread is None:
                 await conn.execute(
-                    "INSERT INTO tx_threads (thread_id, version, generation, created_at, "
-                    "updated_at, lease_owner, lease_expires, lease_heartbeat) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (thread_id, version, generation, now, now, owner, expires, now),
+                    "INSERT INTO tx_threads (thread_id, thread_key, version, generation, "
+                    "created_at, updated_at, lease_owner, lease_expires, lease_heartbeat) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (thread_id, key, version, generation, now, now, owner, expires, now),
                 )
             else:
                 await conn.execute(
@@ -659,8 +708,8 @@ class SqliteCheckpointer(BaseCheckpointer):
         async with self._transaction(write=True) as conn:
             thread = await self._fetchone(
                 conn,
-                "SELECT version, generation, lease_owner, lease_expires, oldest_generation "
-                "FROM tx_threads WHERE thread_id = ?",
+                "SELECT version, generation, lease_owner, lease_expires, oldest_generation, "
+                "thread_key FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
             if thread is None:
@@ -671,27 +720,28 @@ class SqliteCheckpointer(BaseCheckpointer):
                 raise busy_error(thread_id, holder, thread[3] - now)
             if int(thread[0]) != expected_version:
                 raise stale_error(thread_id, expected_version, int(thread[0]))
-            copied = await self._restored(conn, thread_id, version, int(thread[0]), thread[4])
+            key = int(thread[5])
+            copied = await self._restored(conn, thread_id, key, version, int(thread[0]), thread[4])
             if copied is None:
                 assert blank is not None
                 copied = (*blank, 0, 0)
             header, step, status, node, start, count = copied
             last = await self._fetchone(
-                conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_id = ?", (thread_id,)
+                conn, "SELECT MAX(seq) FROM tx_messages WHERE thread_key = ?", (key,)
             )
             base = 0 if last is None or last[0] is None else int(last[0]) + 1
             await conn.execute(
-                "INSERT INTO tx_messages (thread_id, seq, message_id, body) "
-                "SELECT thread_id, seq - ? + ?, message_id, body FROM tx_messages "
-                "WHERE thread_id = ? AND seq >= ? AND seq < ?",
-                (start, base, thread_id, start, start + count),
+                "INSERT INTO tx_messages (thread_key, seq, message_id, body) "
+                "SELECT thread_key, seq - ? + ?, message_id, body FROM tx_messages "
+                "WHERE thread_key = ? AND seq >= ? AND seq < ?",
+                (start, base, key, start, start + count),
             )
             restored, generation = int(thread[0]) + 1, int(thread[1]) + 1
             await conn.execute(
-                "INSERT INTO tx_checkpoints (thread_id, version, header, message_count, "
+                "INSERT INTO tx_checkpoints (thread_key, version, header, message_count, "
                 "generation, log_start, step, status, node, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (thread_id, restored, header, count, generation, base, step, status, node, now),
+                (key, restored, header, count, generation, base, step, status, node, now),
             )
             await conn.execute(
                 "UPDATE tx_threads SET version = ?, generation = ?, updated_at = ?, "
@@ -700,10 +750,16 @@ class SqliteCheckpointer(BaseCheckpointer):
             )
         return restored
 
+    async def _new_key(self, conn: aiosqlite.Connection) -> int:
+        """The key of a thread created in this write transaction: one more than the highest."""
+        row = await self._fetchone(conn, "SELECT MAX(thread_key) FROM tx_threads", ())
+        return 1 if row is None or row[0] is None else int(row[0]) + 1
+
     async def _restored(
         self,
         conn: aiosqlite.Connection,
         thread_id: str,
+        key: int,
         version: int | None,
         latest: int,
         oldest: int,
@@ -713,24 +769,27 @@ class SqliteCheckpointer(BaseCheckpointer):
         if version is None:
             return None
         columns = "header, step, status, node, log_start, message_count"
-        saved = await self._version_row(conn, thread_id, version, latest, oldest, columns)
+        saved = await self._version_row(conn, thread_id, key, version, latest, oldest, columns)
         return str(saved[0]), int(saved[1]), str(saved[2]), saved[3], int(saved[4]), int(saved[5])
 
     async def _version_row(
         self,
         conn: aiosqlite.Connection,
         thread_id: str,
+        key: int,
         version: int,
         latest: int,
         oldest: int,
         columns: str,
     ) -> sqlite3.Row:
-        """`columns` of a stored version's checkpoint row; an error naming the version when
-        it is not stored or a rewrite retired it (its generation older than `oldest`)."""
+        """`columns` of a stored version's checkpoint row (the thread's `key`); an error naming
+        the version when it is not stored or a rewrite retired it (its generation older than
+        `oldest`)."""
         saved = await self._fetchone(
             conn,
-            f"SELECT {columns}, generation FROM tx_checkpoints WHERE thread_id = ? AND version = ?",
-            (thread_id, version),
+            f"SELECT {columns}, generation FROM tx_checkpoints "
+            "WHERE thread_key = ? AND version = ?",
+            (key, version),
         )
         if saved is None:
             raise missing_version_error(thread_id, version, latest)
@@ -778,7 +837,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             rows = await self._fetchall(
                 conn,
                 "SELECT version, step, status, node, message_count, created_at "
-                "FROM tx_checkpoints WHERE thread_id = ? ORDER BY version DESC LIMIT ?",
+                f"FROM tx_checkpoints WHERE thread_key = {_KEY} ORDER BY version DESC LIMIT ?",
                 (thread_id, -1 if limit is None else max(limit, 0)),
             )
         return [
@@ -788,10 +847,12 @@ class SqliteCheckpointer(BaseCheckpointer):
 
     async def adelete_thread(self, thread_id: str) -> bool:
         async with self._transaction(write=True) as conn:
+            for table in ("tx_checkpoints", "tx_messages"):  # keyed by the thread's key
+                await conn.execute(f"DELETE FROM {table} WHERE thread_key = {_KEY}", (thread_id,))
             cursor = await conn.execute("DELETE FROM tx_threads WHERE thread_id = ?", (thread_id,))
             existed = cursor.rowcount > 0
             await cursor.close()
-            for table in _TABLES[1:]:
+            for table in ("tx_tool_results", "tx_stop_requests"):  # by its id
                 await conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
         return existed
 
@@ -880,7 +941,7 @@ def _stop_unawaited(conn: aiosqlite.Connection) -> None:
 _LIST_PAGE = (
     "SELECT t.thread_id, t.version, t.created_at, c.created_at, c.step, c.status, c.node, "
     "c.message_count FROM tx_threads AS t LEFT JOIN tx_checkpoints AS c "
-    "ON c.thread_id = t.thread_id AND c.version = t.version "
+    "ON c.thread_key = t.thread_key AND c.version = t.version "
     "{where}ORDER BY t.created_at, t.thread_id LIMIT ?"
 )
 
