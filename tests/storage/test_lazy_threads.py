@@ -41,17 +41,19 @@ class Reads:
         original = store.aread_log
         find = store.afind_ids
 
-        async def found(thread_id: str, generation: int, ids: list[str | int], below: int) -> Any:
+        async def found(
+            thread_id: str, generation: int, ids: list[str | int], below: int, **kw: Any
+        ) -> Any:
             self.lookups.append(list(ids))
-            return await find(thread_id, generation, ids, below)
+            return await find(thread_id, generation, ids, below, **kw)
 
         store.afind_ids = found  # type: ignore[method-assign]
 
         async def counted(
-            thread_id: str, state_type: Any, generation: int, start: int, stop: int
+            thread_id: str, state_type: Any, generation: int, start: int, stop: int, **kw: Any
         ) -> Any:
             self.calls.append((start, stop))
-            return await original(thread_id, state_type, generation, start, stop)
+            return await original(thread_id, state_type, generation, start, stop, **kw)
 
         store.aread_log = counted  # type: ignore[method-assign]
 
@@ -231,6 +233,26 @@ async def test_a_history_rewritten_after_loading_refuses_to_read_old_messages(
     assert state.context[-1].text() == f"m{LONG - 1}"  # what is in memory stays readable
 
 
+async def test_a_history_of_a_thread_deleted_and_made_again_never_reads_the_new_one(
+    sql_backend: Backend,
+) -> None:
+    # the new thread has the old one's id, generation and more messages: only its key (never
+    # given twice, though the old one was the newest) tells that its log is another
+    await seed(sql_backend.store)
+    state = await app_on(sql_backend.open(), reply).aget_state({"thread_id": "t"})
+    assert state is not None
+    assert await sql_backend.store.adelete_thread("t")
+    other = [Message.text_message(f"other {i}", message_id=f"other-{i}") for i in range(LONG + 9)]
+    await sql_backend.store.asave(
+        "t", expected_version=None, state=AgentState(), new_messages=other
+    )
+    with pytest.raises(StorageError, match="rewritten or deleted after this state was loaded"):
+        _ = state.context[1]
+    with pytest.raises(StorageError, match="rewritten or deleted after this state was loaded"):
+        _ = [m.message_id for m in state.context if m.role == "system"]
+    assert state.context[-1].text() == f"m{LONG - 1}"  # what is in memory stays readable
+
+
 async def test_update_state_on_a_cold_thread_appends_without_loading(sql_backend: Backend) -> None:
     await seed(sql_backend.store)
     store = sql_backend.open()
@@ -321,10 +343,10 @@ async def test_system_messages_among_the_recent_ones_need_no_query(sql_backend: 
     original = store.asystem_messages
 
     async def counted(
-        thread_id: str, state_type: Any, generation: int, start: int, stop: int
+        thread_id: str, state_type: Any, generation: int, start: int, stop: int, **kw: Any
     ) -> Any:
         asked.append((start, stop))
-        return await original(thread_id, state_type, generation, start, stop)
+        return await original(thread_id, state_type, generation, start, stop, **kw)
 
     store.asystem_messages = counted  # type: ignore[method-assign]
     snapshot = await store.aload_recent("t", AgentState, RECENT_MESSAGES)

@@ -29,7 +29,7 @@ from tenxgraph.storage.checkpointer._codec import ROW_ID_PREFIX, stored_text
 
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def body_with_id(alias: str = "", id_text: str = "{a}message_id") -> str:
@@ -94,6 +94,12 @@ def changed_history_error(thread_id: str) -> StorageError:
         "loaded, so its older messages can no longer be read; load the thread again",
         context={"thread_id": thread_id},
     )
+
+
+def same_log(generation: Any, key: Any, wanted: int, incarnation: int | None) -> bool:
+    """Whether a thread row's `generation` and `key` are those a lazy history was read at
+    (`wanted`, and `incarnation` unless None): its log is then the one the history has."""
+    return int(generation) == wanted and (incarnation is None or int(key) == incarnation)
 
 
 def schema_too_new_error(where: str, found: int) -> SchemaVersionError:

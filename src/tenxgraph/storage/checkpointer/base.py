@@ -351,21 +351,44 @@ class BaseCheckpointer(ABC):
         return await self.aload(thread_id, state_type)
 
     async def aread_log(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[Message]:
         """Messages `start` to `stop` of the thread's log as it was at `generation` (sealed);
-        `StorageError` if the log was rewritten or deleted since. For lazy histories."""
+        `StorageError` if the log was rewritten or deleted since. For lazy histories.
+        `incarnation`: what the store said identifies the thread when the history was read
+        (a thread deleted and made again under the same id starts at generation 0 again, and
+        is another); None checks the generation only. The same in the two methods below."""
         raise NotImplementedError(f"{type(self).__name__} does not page histories")
 
     async def asystem_messages(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[tuple[int, Message]]:
         """The system messages among positions `start` to `stop` of the thread's log, with
         their positions (sealed), found without reading the others."""
         raise NotImplementedError(f"{type(self).__name__} does not page histories")
 
     async def afind_ids(
-        self, thread_id: str, generation: int, ids: list[str | int], below: int
+        self,
+        thread_id: str,
+        generation: int,
+        ids: list[str | int],
+        below: int,
+        *,
+        incarnation: int | None = None,
     ) -> set[str]:
         """Which of `ids` (as text) the thread's log holds before position `below`."""
         raise NotImplementedError(f"{type(self).__name__} does not page histories")

@@ -39,13 +39,15 @@ _IDS_KEPT = 10_000  # ids remembered as (not) in a thread's log, at most
 
 
 class LogPager:
-    """Reads one thread's stored log, as it was at `generation`, up to `stored` messages."""
+    """Reads one thread's stored log, as it was at `generation`, up to `stored` messages;
+    `incarnation`: what identifies the thread in its store (see `BaseCheckpointer.aread_log`)."""
 
     __slots__ = (
         "absent",
         "born",
         "first",
         "generation",
+        "incarnation",
         "present",
         "raw",
         "recent",
@@ -63,8 +65,10 @@ class LogPager:
         generation: int,
         stored: int,
         recent: Sequence[str] = (),
+        incarnation: int | None = None,
     ) -> None:
         self.store = store
+        self.incarnation = incarnation
         self.thread_id = thread_id
         self.state_type = state_type
         self.generation = generation
@@ -85,7 +89,14 @@ class LogPager:
 
     def read(self, start: int, stop: int) -> list[Message]:
         return self._blocking(
-            self.store.aread_log(self.thread_id, self.state_type, self.generation, start, stop)
+            self.store.aread_log(
+                self.thread_id,
+                self.state_type,
+                self.generation,
+                start,
+                stop,
+                incarnation=self.incarnation,
+            )
         )
 
     def take(self, start: int, stop: int) -> list[tuple[int, Message]]:
@@ -108,9 +119,7 @@ class LogPager:
     def stored_ids(self, ids: Collection[str | int]) -> set[str | int]:
         wanted = self._unknown(ids)
         if wanted:
-            found = self._blocking(
-                self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
-            )
+            found = self._blocking(self._afind_ids(wanted))
             self.learn(wanted, found)
         present = self.present
         return {i for i in ids if i in present}
@@ -122,7 +131,12 @@ class LogPager:
         if start < older:
             found = self._blocking(
                 self.store.asystem_messages(
-                    self.thread_id, self.state_type, self.generation, start, older
+                    self.thread_id,
+                    self.state_type,
+                    self.generation,
+                    start,
+                    older,
+                    incarnation=self.incarnation,
                 )
             )
         for position in range(max(start, self.first), stop):
@@ -139,8 +153,13 @@ class LogPager:
         messages with these ids needs no blocking read."""
         wanted = self._unknown(ids)
         if wanted:
-            found = await self.store.afind_ids(self.thread_id, self.generation, wanted, self.stored)
+            found = await self._afind_ids(wanted)
             self.learn(wanted, found)
+
+    def _afind_ids(self, wanted: list[str | int]) -> Coroutine[Any, Any, set[str]]:
+        return self.store.afind_ids(
+            self.thread_id, self.generation, wanted, self.stored, incarnation=self.incarnation
+        )
 
     def _unknown(self, ids: Collection[str | int]) -> list[str | int]:
         absent, present, born = self.absent, self.present, self.born
@@ -220,20 +239,22 @@ def recent_state(
     stored: int,
     known: tuple[list[str | int], set[str]] | None = None,
     listed: Listed | None = None,
+    incarnation: int | None = None,
 ) -> S:
     """A thread's state read with its stored header and its last rows only (`bodies`, the
     log's last positions up to `stored`). When they are the whole log they are decoded now;
     else the state's `context` is a lazy history over the log whose messages, these included,
     are decoded when first read. `known`: ids looked up in the same read as the state, and
     those of them the log holds; `listed`: the step, status and node of the header's
-    checkpoint row (see `decode_state`)."""
+    checkpoint row (see `decode_state`); `incarnation`: what identifies the thread in its
+    store (see `BaseCheckpointer.aread_log`)."""
     first = stored - len(bodies)
     if first <= 0:
         state = decode_state(state_type, thread_id, header, bodies, listed=listed)
         sealed(state.context)
         return state
     state = decode_state(state_type, thread_id, header, [], first, listed)
-    pager = LogPager(store, thread_id, state_type, generation, stored, bodies)
+    pager = LogPager(store, thread_id, state_type, generation, stored, bodies, incarnation)
     if known is not None and known[0]:
         pager.learn(*known)
     state.__dict__["context"] = LazyHistory.of(pager, stored, [])

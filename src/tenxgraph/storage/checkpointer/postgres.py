@@ -52,6 +52,7 @@ from tenxgraph.storage.checkpointer._sql import (
     missing_version_error,
     no_thread_error,
     rewritten_version_error,
+    same_log,
     schema_too_new_error,
     stale_error,
 )
@@ -227,6 +228,13 @@ def _thread_keys_v6(s: str) -> tuple[str, ...]:
     )
 
 
+def _keys_never_reused_v7(s: str) -> tuple[str, ...]:
+    """Nothing to change here: a thread's key comes from an identity column's sequence, so
+    a thread deleted and made again under the same id has another (SQLite's version 7 makes
+    its keys so)."""
+    return ()
+
+
 # the rows of message `m` whose id is in the text array `{ids}` and whose position is in the
 # log's bounds (`{low}` to `{high}`), found by the ids' hash index. The bounds are written so
 # that the planner cannot use them on the primary key (thread, seq): without statistics (a
@@ -248,6 +256,7 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
     4: _restores_v4,
     5: _compact_rows_v5,
     6: _thread_keys_v6,
+    7: _keys_never_reused_v7,
 }
 
 
@@ -461,8 +470,8 @@ class PgCheckpointer(BaseCheckpointer):
         wanted = sorted({str(i) for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
-                "SELECT t.version, t.generation, c.header, c.message_count, c.step, c.status, "
-                "c.node, c.generation AS saved_generation, ARRAY("
+                "SELECT t.version, t.generation, t.thread_key, c.header, c.message_count, c.step, "
+                "c.status, c.node, c.generation AS saved_generation, ARRAY("
                 f"SELECT {_BODY_M} FROM {self._s}.tx_messages m "
                 "WHERE m.thread_key = t.thread_key "
                 "AND m.seq >= c.log_start + GREATEST(c.message_count - $2, 0) "
@@ -492,34 +501,59 @@ class PgCheckpointer(BaseCheckpointer):
         listed = (found["step"], found["status"], found["node"])
         known = (list(look_up), {str(i) for i in found["found_ids"]})
         state = recent_state(
-            self, state_type, thread_id, header, bodies, generation, count, known, listed
+            self,
+            state_type,
+            thread_id,
+            header,
+            bodies,
+            generation,
+            count,
+            known,
+            listed,
+            int(found["thread_key"]),
         )
         return ThreadSnapshot(thread_id, version, state)
 
     async def _log_array(
-        self, thread_id: str, generation: int, select: str, *params: Any
+        self,
+        thread_id: str,
+        generation: int,
+        incarnation: int | None,
+        select: str,
+        *params: Any,
     ) -> list[Any]:
         """What `select` (one column of the thread's log: `t.thread_key` its key,
         `t.log_start` the seq of its first message) finds, if the log is still the one of
-        `generation` (else `changed_history_error`): one statement."""
+        `generation` and the thread the one of key `incarnation` (else
+        `changed_history_error`): one statement."""
         found = await self._run(
             lambda conn: conn.fetchrow(
-                f"SELECT t.generation, ARRAY({select}) AS found "
+                f"SELECT t.generation, t.thread_key, ARRAY({select}) AS found "
                 f"FROM {self._s}.tx_threads t WHERE t.thread_id = $1",
                 thread_id,
                 *params,
             )
         )
-        if found is None or int(found["generation"]) != generation:
+        if found is None or not same_log(
+            found["generation"], found["thread_key"], generation, incarnation
+        ):
             raise changed_history_error(thread_id)
         return list(found["found"])
 
     async def aread_log(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[Message]:
         raw = await self._log_array(
             thread_id,
             generation,
+            incarnation,
             f"SELECT {_BODY_M} FROM {self._s}.tx_messages m WHERE m.thread_key = t.thread_key "
             "AND m.seq >= t.log_start + $2 AND m.seq < t.log_start + $3 ORDER BY m.seq",
             start,
@@ -529,11 +563,18 @@ class PgCheckpointer(BaseCheckpointer):
         return sealed(decode_messages(state_type, thread_id, bodies, start))
 
     async def afind_ids(
-        self, thread_id: str, generation: int, ids: list[str | int], below: int
+        self,
+        thread_id: str,
+        generation: int,
+        ids: list[str | int],
+        below: int,
+        *,
+        incarnation: int | None = None,
     ) -> set[str]:
         found = await self._log_array(
             thread_id,
             generation,
+            incarnation,
             f"SELECT m.message_id FROM {self._s}.tx_messages m "
             "WHERE m.thread_key = t.thread_key AND "
             + _IDS_IN_LOG.format(ids="$2", low="t.log_start", high="t.log_start + $3"),
@@ -543,11 +584,19 @@ class PgCheckpointer(BaseCheckpointer):
         return {str(i) for i in found}
 
     async def asystem_messages(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[tuple[int, Message]]:
         found = await self._log_array(
             thread_id,
             generation,
+            incarnation,
             f"SELECT ROW(m.seq - t.log_start, {_BODY_M}) FROM {self._s}.tx_messages m "
             "WHERE m.thread_key = t.thread_key AND m.seq >= t.log_start + $2 "
             f"AND m.seq < t.log_start + $3 AND strpos(m.body, '{SYSTEM_MARK}') > 0 "

@@ -42,6 +42,7 @@ from tenxgraph.storage.checkpointer._sql import (
     missing_version_error,
     no_thread_error,
     rewritten_version_error,
+    same_log,
     schema_too_new_error,
     sqlite_error,
     stale_error,
@@ -216,6 +217,14 @@ _THREAD_KEYS_V6 = (
     "ALTER TABLE tx_checkpoints_v6 RENAME TO tx_checkpoints",
 )
 
+# version 7: the last thread key given is kept (`tx_thread_keys`, one row), so a thread
+# deleted and made again under the same id gets a new key even if the old one was the
+# highest: a lazy history of the old thread then refuses to read the new one's log
+_KEYS_NEVER_REUSED_V7 = (
+    "CREATE TABLE tx_thread_keys (last INTEGER NOT NULL)",
+    "INSERT INTO tx_thread_keys (last) SELECT coalesce(MAX(thread_key), 0) FROM tx_threads",
+)
+
 #: version -> statements taking a database from version-1 to version. Add new versions here
 #: (and bump `SCHEMA_VERSION`); each runs in the same transaction as the version update.
 MIGRATIONS: dict[int, Sequence[str]] = {
@@ -225,6 +234,7 @@ MIGRATIONS: dict[int, Sequence[str]] = {
     4: _RESTORES_V4,
     5: _COMPACT_ROWS_V5,
     6: _THREAD_KEYS_V6,
+    7: _KEYS_NEVER_REUSED_V7,
 }
 
 # the key of the thread whose id is the statement's next parameter
@@ -519,7 +529,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 conn,
                 "SELECT t.version, t.generation, c.generation, c.message_count, m.seq, "
                 "CASE WHEN m.seq IS NULL OR m.seq = c.log_start + max(c.message_count - ?, 0) "
-                f"THEN c.header END, {_BODY_M}, c.step, c.status, c.node "
+                f"THEN c.header END, {_BODY_M}, c.step, c.status, c.node, t.thread_key "
                 "FROM tx_threads t JOIN tx_checkpoints c "
                 "ON c.thread_key = t.thread_key AND c.version = t.version "
                 "LEFT JOIN tx_messages m ON m.thread_key = t.thread_key "
@@ -544,33 +554,54 @@ class SqliteCheckpointer(BaseCheckpointer):
         header = stored_text(thread_id, "header", raw_header)
         listed = (first[7], first[8], first[9])
         state = recent_state(
-            self, state_type, thread_id, header, bodies, generation, count, listed=listed
+            self,
+            state_type,
+            thread_id,
+            header,
+            bodies,
+            generation,
+            count,
+            listed=listed,
+            incarnation=int(first[10]),
         )
         return ThreadSnapshot(thread_id, version, state)
 
     async def _log_rows(
-        self, thread_id: str, generation: int, sql: str, params: Sequence[Any]
+        self,
+        thread_id: str,
+        generation: int,
+        incarnation: int | None,
+        sql: str,
+        params: Sequence[Any],
     ) -> list[sqlite3.Row]:
         """Rows of a query on the thread's log, if the log is still the one of `generation`
-        (else `changed_history_error`), both read in one snapshot. `sql`'s first parameters
-        are where the log starts (its first message's seq) and the thread's key, then
-        `params`."""
+        and the thread the one of key `incarnation` (else `changed_history_error`), both
+        read in one snapshot. `sql`'s first parameters are where the log starts (its first
+        message's seq) and the thread's key, then `params`."""
         async with self._transaction(write=False) as conn:
             thread = await self._fetchone(
                 conn,
                 "SELECT generation, log_start, thread_key FROM tx_threads WHERE thread_id = ?",
                 (thread_id,),
             )
-            if thread is None or int(thread[0]) != generation:
+            if thread is None or not same_log(thread[0], thread[2], generation, incarnation):
                 raise changed_history_error(thread_id)
             return await self._fetchall(conn, sql, (int(thread[1]), int(thread[2]), *params))
 
     async def aread_log(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[Message]:
         rows = await self._log_rows(
             thread_id,
             generation,
+            incarnation,
             f"SELECT {_BODY} FROM tx_messages, (SELECT ? AS base) WHERE thread_key = ? "
             "AND seq >= base + ? AND seq < base + ? ORDER BY seq",
             (start, stop),
@@ -579,7 +610,13 @@ class SqliteCheckpointer(BaseCheckpointer):
         return sealed(decode_messages(state_type, thread_id, bodies, start))
 
     async def afind_ids(
-        self, thread_id: str, generation: int, ids: list[str | int], below: int
+        self,
+        thread_id: str,
+        generation: int,
+        ids: list[str | int],
+        below: int,
+        *,
+        incarnation: int | None = None,
     ) -> set[str]:
         wanted = sorted({str(i) for i in ids})
         found: set[str] = set()
@@ -590,7 +627,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                 # index: without statistics SQLite would walk the thread's log)
                 rows = await self._fetchall(
                     conn,
-                    "SELECT t.generation, m.message_id FROM tx_threads t "
+                    "SELECT t.generation, t.thread_key, m.message_id FROM tx_threads t "
                     "LEFT JOIN tx_messages m INDEXED BY tx_messages_ids "
                     "ON m.thread_key = t.thread_key AND m.seq >= t.log_start "
                     "AND m.seq < t.log_start + ? "
@@ -598,17 +635,25 @@ class SqliteCheckpointer(BaseCheckpointer):
                     "WHERE t.thread_id = ?",
                     (below, *part, thread_id),
                 )
-                if not rows or int(rows[0][0]) != generation:
+                if not rows or not same_log(rows[0][0], rows[0][1], generation, incarnation):
                     raise changed_history_error(thread_id)
-                found.update(id_text(r[1]) for r in rows if r[1] is not None)
+                found.update(id_text(r[2]) for r in rows if r[2] is not None)
         return found
 
     async def asystem_messages(
-        self, thread_id: str, state_type: type[AgentState], generation: int, start: int, stop: int
+        self,
+        thread_id: str,
+        state_type: type[AgentState],
+        generation: int,
+        start: int,
+        stop: int,
+        *,
+        incarnation: int | None = None,
     ) -> list[tuple[int, Message]]:
         rows = await self._log_rows(
             thread_id,
             generation,
+            incarnation,
             f"SELECT seq - base, {_BODY} FROM (SELECT ? AS base), "
             "tx_messages INDEXED BY tx_messages_system "
             "WHERE thread_key = ? AND seq >= base + ? AND seq < base + ? "
@@ -751,9 +796,14 @@ class SqliteCheckpointer(BaseCheckpointer):
         return restored
 
     async def _new_key(self, conn: aiosqlite.Connection) -> int:
-        """The key of a thread created in this write transaction: one more than the highest."""
-        row = await self._fetchone(conn, "SELECT MAX(thread_key) FROM tx_threads", ())
-        return 1 if row is None or row[0] is None else int(row[0]) + 1
+        """The key of a thread created in this write transaction: one more than the last one
+        given, never one a deleted thread had (a lazy history of that thread tells the new
+        one by it)."""
+        row = await self._fetchone(
+            conn, "UPDATE tx_thread_keys SET last = last + 1 RETURNING last", ()
+        )
+        assert row is not None  # the table's one row, made with it
+        return int(row[0])
 
     async def _restored(
         self,
