@@ -215,6 +215,42 @@ async def test_sqlite_keeps_a_hex_id_as_its_bytes_and_finds_it_either_way(
         await store.aclose()
 
 
+# ids of every shape the id column must keep apart and give back: 16 letters and the hex of
+# their bytes, 16 bytes of UTF-8 that are not letters, upper-case hex, 15 and 17 characters,
+# non-ASCII, a UUID's hex, and a number
+ODD_IDS: list[str | int] = [
+    "abcdefghijklmnop",
+    b"abcdefghijklmnop".hex(),
+    "ÉÉÉÉÉÉÉÉ",
+    "AB" * 16,
+    "abcdefghijklmno",
+    "abcdefghijklmnopq",
+    "日本語のメッセージ",
+    "3218172c7a5186ad501c161a000000ff",
+    7,
+]
+
+
+async def test_message_ids_of_every_shape_are_kept_apart_and_read_back(
+    sql_backend: Backend,
+) -> None:
+    messages = [Message.text_message(f"m{i}", message_id=mid) for i, mid in enumerate(ODD_IDS)]
+    await _save(sql_backend.store, AgentState(), None, *messages)
+    store = sql_backend.open()
+    head = await store.aload("t", AgentState)
+    assert head is not None
+    assert [m.message_id for m in head.state.context] == ODD_IDS
+    recent = await store.aload_recent("t", AgentState, 2)  # the rest read from the log
+    assert recent is not None
+    assert [m.message_id for m in recent.state.context] == ODD_IDS
+    count = len(ODD_IDS)
+    for mid in ODD_IDS:
+        assert await store.afind_ids("t", 0, [mid], count) == {str(mid)}
+    near = ["abcdefghijklmnoq", "ab" * 16, "ÉÉÉÉÉÉÉ", "8"]
+    assert await store.afind_ids("t", 0, near, count) == set()
+    assert await store.afind_ids("t", 0, ODD_IDS, count) == {str(i) for i in ODD_IDS}
+
+
 async def _schema_4(backend: Backend) -> None:
     """An empty schema-4 database, made by the statements of versions 1 to 4."""
     if backend.name == "sqlite":

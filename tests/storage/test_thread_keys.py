@@ -20,6 +20,7 @@ from tenxgraph.core.state import AgentState, ExecutionStatus, Message
 from tenxgraph.storage.checkpointer._sql import SCHEMA_VERSION, encode_tool_result
 from tenxgraph.storage.checkpointer.base import checkpoint_fields, encode_header, encode_message
 from tenxgraph.storage.checkpointer.postgres import MIGRATIONS as PG_MIGRATIONS
+from tenxgraph.storage.checkpointer.postgres import pg_id_text
 from tenxgraph.storage.checkpointer.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from tenxgraph.storage.checkpointer.sqlite import id_key
 from tests.storage._support import Counted, msg, save, state_with, texts_of
@@ -47,7 +48,10 @@ async def rows_of_key(backend: Backend, key: int) -> tuple[list[str], int]:
     rows = await backend.sql(
         "SELECT message_id FROM tx_messages WHERE thread_key = ? ORDER BY seq", key
     )
-    ids = [r[0].hex() if isinstance(r[0], bytes) else str(r[0]) for r in rows]  # SQLite: bytes
+    if backend.name == "postgres":
+        ids = [pg_id_text(r[0]) for r in rows]
+    else:  # a hex id as its bytes, any other as text
+        ids = [r[0].hex() if isinstance(r[0], bytes) else str(r[0]) for r in rows]
     checkpoints = await backend.sql("SELECT COUNT(*) FROM tx_checkpoints WHERE thread_key = ?", key)
     return ids, int(checkpoints[0][0])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -30,6 +31,11 @@ from tenxgraph.storage.checkpointer._codec import ROW_ID_PREFIX, stored_text
 #: The schema version this tenxgraph writes. Bump it with a new entry in each store's migration
 #: table (version -> statements that take a database from version-1 to version).
 SCHEMA_VERSION = 7
+
+
+#: the message ids tenxgraph makes (and UUIDs' hex form): the SQL stores keep these as their
+#: 16 bytes (`sqlite.id_key`, `postgres.pg_id`)
+HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def body_with_id(alias: str = "", id_text: str = "{a}message_id") -> str:

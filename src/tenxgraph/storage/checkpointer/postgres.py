@@ -41,6 +41,7 @@ from tenxgraph.storage.checkpointer._pg_pools import (
 )
 from tenxgraph.storage.checkpointer._pg_save import NOW, save_statement
 from tenxgraph.storage.checkpointer._sql import (
+    HEX_ID,
     SCHEMA_VERSION,
     body_with_id,
     changed_history_error,
@@ -228,23 +229,45 @@ def _thread_keys_v6(s: str) -> tuple[str, ...]:
     )
 
 
-def _keys_never_reused_v7(s: str) -> tuple[str, ...]:
-    """Nothing to change here: a thread's key comes from an identity column's sequence, so
-    a thread deleted and made again under the same id has another (SQLite's version 7 makes
-    its keys so)."""
-    return ()
+# what tx_messages_id_hashes indexes a message (`pg_id`'s bytes of its id, and its thread's
+# key) by: one 8-byte hash of both, the thread's key its seed. An entry of one 8-byte column
+# is 20 B with its line pointer, 28 B with the key in a column of its own; the query checks
+# the key and the id themselves too
+_ID_HASH = "hashtextextended(encode({id}, 'hex'), {key})"
 
 
-# the rows of message `m` whose id is in the text array `{ids}` and whose position is in the
-# log's bounds (`{low}` to `{high}`), found by the ids' hash index. The bounds are written so
-# that the planner cannot use them on the primary key (thread, seq): without statistics (a
-# table just filled) it took that index for them and read every row of the thread (40 ms at
-# 50,000 messages) instead of finding the few ids through theirs
+def _byte_ids_v7(s: str) -> tuple[str, ...]:
+    """Message ids are kept as bytes (`pg_id`): the 32 hex digits of the ids tenxgraph makes
+    as their 16 bytes, half of their text (17 B a row instead of 33, as SQLite keeps them
+    since version 5). The column is rewritten in place; its index is made again, over one
+    hash of the id's bytes seeded by the thread's key (`_ID_HASH`). (SQLite's version 7
+    makes its thread keys never given twice; here an identity column's sequence gives them,
+    which never gives one twice.)"""
+    return (
+        f"DROP INDEX IF EXISTS {s}.tx_messages_id_hashes",
+        f"ALTER TABLE {s}.tx_messages ALTER COLUMN message_id TYPE BYTEA USING "
+        "CASE WHEN message_id ~ '^[0-9a-f]{32}$' THEN decode(message_id, 'hex') "
+        "WHEN octet_length(message_id) = 16 THEN convert_to(message_id, 'UTF8') || '\\xff'::bytea "
+        "ELSE convert_to(message_id, 'UTF8') END",
+        f"CREATE INDEX tx_messages_id_hashes ON {s}.tx_messages "
+        f"(({_ID_HASH.format(id='message_id', key='thread_key')}))",
+    )
+
+
+# the rows of message `m` of the thread of key `{key}` whose id is in the array `{ids}` (of
+# `pg_id`s) and whose position is in the log's bounds (`{low}` to `{high}`), found by the ids'
+# hash index. The key and the bounds are written so that the planner cannot use them on the
+# primary key (thread, seq): without statistics (a table just filled) it took that index for
+# them and read every row of the thread (40 ms at 50,000 messages) instead of finding the
+# few ids through theirs
 _IDS_IN_LOG = (
-    "hashtextextended(m.message_id, 0) = ANY(ARRAY(SELECT hashtextextended(i, 0) "
-    "FROM unnest({ids}::text[]) AS i)) AND m.message_id = ANY({ids}::text[]) "
-    "AND m.seq + 0 >= {low} AND m.seq + 0 < {high}"
+    _ID_HASH.format(id="m.message_id", key="m.thread_key")
+    + " = ANY(ARRAY(SELECT "
+    + _ID_HASH.format(id="i", key="{key}")
+    + " FROM unnest({ids}::bytea[]) AS i)) AND m.thread_key + 0 = {key} "
+    "AND m.message_id = ANY({ids}::bytea[]) AND m.seq + 0 >= {low} AND m.seq + 0 < {high}"
 )
+
 
 #: version -> function(quoted schema) giving the statements that take a database from
 #: version-1 to version. Add new versions here (and bump `SCHEMA_VERSION`); they run in one
@@ -256,12 +279,39 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
     4: _restores_v4,
     5: _compact_rows_v5,
     6: _thread_keys_v6,
-    7: _keys_never_reused_v7,
+    7: _byte_ids_v7,
 }
 
 
-# a message row's JSON with its id put back (rows leave a text id out: its column holds it)
-_BODY, _BODY_M = body_with_id(), body_with_id("m.")
+# a message row's JSON with its id put back (rows leave a text id out: its column holds it,
+# as `pg_id` made it)
+_ID_TEXT = (
+    "CASE length({a}message_id) WHEN 16 THEN encode({a}message_id, 'hex') "
+    "WHEN 17 THEN convert_from(CASE WHEN get_byte({a}message_id, 16) = 255 "
+    "THEN substring({a}message_id FROM 1 FOR 16) ELSE {a}message_id END, 'UTF8') "
+    "ELSE convert_from({a}message_id, 'UTF8') END"
+)
+_BODY, _BODY_M = body_with_id("", _ID_TEXT), body_with_id("m.", _ID_TEXT)
+
+
+def pg_id(message_id: str) -> bytes:
+    """A message's id as tx_messages keeps it (schema 7): 32 lowercase hex digits as their
+    16 bytes; any other id as its UTF-8, with a 0xFF byte after it when that is 16 bytes
+    too (no UTF-8 has that byte, and only these are 17 bytes ending in it), so that no two
+    ids are kept alike."""
+    if HEX_ID.fullmatch(message_id):
+        return bytes.fromhex(message_id)
+    encoded = message_id.encode()
+    return encoded + b"\xff" if len(encoded) == 16 else encoded
+
+
+def pg_id_text(stored: bytes) -> str:
+    """The id `pg_id` kept as `stored`."""
+    if len(stored) == 16:
+        return stored.hex()
+    if len(stored) == 17 and stored[16] == 0xFF:
+        stored = stored[:16]
+    return stored.decode()
 
 
 class _CommitOutcomeUnknown(Exception):
@@ -467,7 +517,7 @@ class PgCheckpointer(BaseCheckpointer):
     ) -> ThreadSnapshot[S] | None:
         # one statement (one snapshot, one round trip): the head, its header, its last rows,
         # and which of the ids to look up its log holds
-        wanted = sorted({str(i) for i in look_up})
+        wanted = sorted({pg_id(str(i)) for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
                 "SELECT t.version, t.generation, t.thread_key, c.header, c.message_count, c.step, "
@@ -477,10 +527,12 @@ class PgCheckpointer(BaseCheckpointer):
                 "AND m.seq >= c.log_start + GREATEST(c.message_count - $2, 0) "
                 "AND m.seq < c.log_start + c.message_count ORDER BY m.seq"
                 ") AS bodies, ARRAY("
-                f"SELECT m.message_id FROM {self._s}.tx_messages m "
-                "WHERE m.thread_key = t.thread_key AND "
+                f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE "
                 + _IDS_IN_LOG.format(
-                    ids="$3", low="c.log_start", high="c.log_start + c.message_count"
+                    key="t.thread_key",
+                    ids="$3",
+                    low="c.log_start",
+                    high="c.log_start + c.message_count",
                 )
                 + f") AS found_ids FROM {self._s}.tx_threads t JOIN {self._s}.tx_checkpoints c "
                 "ON c.thread_key = t.thread_key AND c.version = t.version WHERE t.thread_id = $1",
@@ -499,7 +551,7 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
         listed = (found["step"], found["status"], found["node"])
-        known = (list(look_up), {str(i) for i in found["found_ids"]})
+        known = (list(look_up), {pg_id_text(i) for i in found["found_ids"]})
         state = recent_state(
             self,
             state_type,
@@ -575,13 +627,14 @@ class PgCheckpointer(BaseCheckpointer):
             thread_id,
             generation,
             incarnation,
-            f"SELECT m.message_id FROM {self._s}.tx_messages m "
-            "WHERE m.thread_key = t.thread_key AND "
-            + _IDS_IN_LOG.format(ids="$2", low="t.log_start", high="t.log_start + $3"),
-            sorted({str(i) for i in ids}),
+            f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE "
+            + _IDS_IN_LOG.format(
+                key="t.thread_key", ids="$2", low="t.log_start", high="t.log_start + $3"
+            ),
+            sorted({pg_id(str(i)) for i in ids}),
             below,
         )
-        return {str(i) for i in found}
+        return {pg_id_text(i) for i in found}
 
     async def asystem_messages(
         self,
@@ -618,7 +671,7 @@ class PgCheckpointer(BaseCheckpointer):
         release: bool = False,
     ) -> int:
         header = encode_header(state, thread_id, listed=True)
-        ids = [str(m.message_id) for m in new_messages]
+        ids = [pg_id(str(m.message_id)) for m in new_messages]
         bodies = [encode_message(m, id_column=True) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
@@ -809,9 +862,10 @@ class PgCheckpointer(BaseCheckpointer):
 
     async def _check_landed(
         self, conn: Connection, thread_id: str, version: int, new_count: int
-    ) -> tuple[int | None, str | None, list[str]]:
+    ) -> tuple[int | None, str | None, list[bytes]]:
         """After an unknown COMMIT: the thread's current version, and the header and last
-        `new_count` message ids of checkpoint `version` (None and [] if it does not exist)."""
+        `new_count` message ids (as kept: `pg_id`) of checkpoint `version` (None and [] if it
+        does not exist)."""
         current = await conn.fetchval(
             f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
         )
@@ -831,7 +885,7 @@ class PgCheckpointer(BaseCheckpointer):
             count - new_count,
             count,
         )
-        ids = [str(r["message_id"]) for r in rows]
+        ids = [bytes(r["message_id"]) for r in rows]
         return (None if current is None else int(current), saved["header"], ids)
 
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:

@@ -8,7 +8,6 @@ context reducer rewrote the history: `rewrite=True`).
 from __future__ import annotations
 
 import asyncio
-import re
 import sqlite3
 import threading
 import time
@@ -31,6 +30,7 @@ from tenxgraph.storage.checkpointer._listing import (
     decode_cursor,
 )
 from tenxgraph.storage.checkpointer._sql import (
+    HEX_ID,
     SCHEMA_VERSION,
     body_with_id,
     changed_history_error,
@@ -248,13 +248,12 @@ _ID_TEXT = (
 _BODY, _BODY_M = body_with_id("", _ID_TEXT), body_with_id("m.", _ID_TEXT)
 
 _IDS_PER_QUERY = 500  # message ids looked up per statement (SQLite limits its parameters)
-_HEX_ID = re.compile(r"[0-9a-f]{32}")  # the ids tenxgraph makes, and UUIDs' hex form
 
 
 def id_key(message_id: str) -> str | bytes:
     """A message's id as tx_messages keeps it (schema 5): 32 lowercase hex digits as their
     16 bytes (half the bytes, in the row and in its index), any other id as its text."""
-    return bytes.fromhex(message_id) if _HEX_ID.fullmatch(message_id) else message_id
+    return bytes.fromhex(message_id) if HEX_ID.fullmatch(message_id) else message_id
 
 
 def _lookup_keys(ids: list[str]) -> list[str | bytes]:
