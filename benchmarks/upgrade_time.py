@@ -1,4 +1,5 @@
-"""How long the upgrade to checkpoint schema 6 (threads keyed by a small integer) takes on a
+"""How long the upgrade to the current checkpoint schema (6: threads keyed by a small integer;
+7: PostgreSQL keeps message ids as bytes, SQLite the last thread key given) takes on a
 database written by schema 5, and what it leaves on disk.
 
     python benchmarks/upgrade_time.py [--threads 10] [--messages 10000]

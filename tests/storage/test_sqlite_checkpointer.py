@@ -139,7 +139,7 @@ async def test_two_instances_on_one_file_share_threads_and_versions(tmp_path: Pa
         save(two, "t", state_with(), 1, new=[msg("two")]),
         return_exceptions=True,
     )
-    assert sorted(type(r).__name__ for r in results) == ["StaleStateError", "int"]
+    assert sorted(type(r).__name__ for r in results) == ["StaleStateError", "Version"]
     assert len(await texts_of(two, "t")) == 2
     await one.aclose()
     await two.aclose()

@@ -381,6 +381,65 @@ async def test_a_thread_deleted_and_made_again_under_its_id_starts_clean(
     assert await rows_of_key(sql_backend, new_key) == (ids, 2)
 
 
+async def test_an_app_holding_a_thread_made_again_elsewhere_never_answers_from_the_old_one(
+    backend: Backend,
+) -> None:
+    """App A keeps thread t's state for its next turn. Meanwhile app B (another process, or
+    another app on the same store) deletes t and makes it again, up to the very version A
+    kept. A's next turn must run on the new thread, not on what was deleted."""
+    from tenxgraph.core.graph import StateGraph
+
+    def graph_on(store: Any) -> Any:
+        def answer(state: AgentState) -> Message:
+            return Message.text_message(" | ".join(m.text() for m in state.context), "assistant")
+
+        graph = StateGraph(AgentState)
+        graph.add_node("answer", answer)
+        graph.set_entry_point("answer")
+        graph.add_edge("answer", "__end__")
+        return graph.compile(checkpointer=store)
+
+    a_store = backend.store
+    b_store = backend.open() if backend.is_sql else a_store
+    a, b = graph_on(a_store), graph_on(b_store)
+    config = {"thread_id": "t"}
+    await a.ainvoke({"messages": [Message.text_message("secret")]}, config)
+    kept = await a_store.aversion("t")
+    assert await b_store.adelete_thread("t")
+    await b.ainvoke({"messages": [Message.text_message("fresh start")]}, config)
+    assert await b_store.aversion("t") == kept  # the same version number, another thread
+    result = await a.ainvoke({"messages": [Message.text_message("next")]}, config)
+    assert result["messages"][-1].text() == "fresh start | fresh start | next"
+    stored = await b_store.aload("t", AgentState)
+    assert stored is not None
+    assert "secret" not in stored.state.model_dump_json()
+
+
+def test_a_version_is_an_int_that_names_its_thread() -> None:
+    import copy
+    import json
+    import pickle
+
+    from tenxgraph.storage.checkpointer.base import Version, same_version
+
+    version = Version(3, 7)
+    assert version == 3
+    assert hash(version) == hash(3)
+    assert version + 1 == 4
+    assert repr(version) == "3"
+    assert json.dumps({"v": version}) == '{"v": 3}'
+    for made in (pickle.loads(pickle.dumps(version)), copy.deepcopy(version)):
+        assert made == 3
+        assert made.incarnation == 7
+    assert same_version(Version(3, 7), Version(3, 7))
+    assert not same_version(Version(3, 7), Version(3, 8))  # made again: another thread
+    assert not same_version(Version(3, 7), Version(4, 7))
+    assert same_version(3, Version(3, 8))
+    assert same_version(Version(3, 7), 3)
+    assert not same_version(3, None)
+    assert same_version(None, None)
+
+
 # -- two threads ------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from tenxgraph.core.graph.program import Program
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
+from tenxgraph.storage.checkpointer.base import same_version
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
 
@@ -140,7 +141,7 @@ class Threads:
                 snapshot = await checkpointer.aload(thread_id, self.program.state_type, version)
                 assert snapshot is not None
                 return snapshot.state, head, True
-        if kept is not None and kept[0] == head:
+        if kept is not None and same_version(kept[0], head):
             return kept[1], head, False
         if head is None:
             return self.new_state(), None, False
@@ -182,7 +183,7 @@ class Threads:
         checkpointer = self.program.checkpointer
         if kept is None or checkpointer is None or version not in (None, kept[0]):
             return None
-        return kept[1] if await checkpointer.aversion(thread_id) == kept[0] else None
+        return kept[1] if same_version(kept[0], await checkpointer.aversion(thread_id)) else None
 
     def remember(self, thread_id: str, version: int | None, state: AgentState) -> None:
         """Keep a run's final state for the thread's next run. The least recently run threads

@@ -101,7 +101,7 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
         f"{step}::bigint, {status}::text, {node}::text, {now}::double precision FROM cas), "
         f"cleared AS (DELETE FROM {schema}.tx_stop_requests WHERE thread_id = $1 "
         "AND EXISTS (SELECT 1 FROM cas WHERE cas.taken)) "
-        "SELECT generation FROM cas"
+        "SELECT thread_key FROM cas"
     )
 
 

@@ -4,6 +4,7 @@ store `compile()` gives an app that brings none (bounded: least recently used th
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import time
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from tenxgraph.storage.checkpointer.base import (
     ThreadPage,
     ThreadSnapshot,
     ThreadSummary,
+    Version,
     checkpoint_fields,
     decode_state,
     encode_header,
@@ -71,6 +73,9 @@ class _Version:
     created_at: float
 
 
+_INCARNATIONS = itertools.count(1)
+
+
 @dataclass(slots=True)
 class _Thread:
     versions: list[_Version] = field(default_factory=list)
@@ -81,6 +86,8 @@ class _Thread:
     lease_owner: str | None = None
     lease_expires: float = 0.0
     size: int = 0  # what it counts against `max_bytes`: its JSON text plus row overheads
+    # what tells it from a thread deleted before it under the same id (`Version`)
+    incarnation: int = field(default_factory=lambda: next(_INCARNATIONS))
 
     def holder(self, now: float) -> str | None:
         """The owner of the live lease, if any."""
@@ -88,7 +95,7 @@ class _Thread:
 
     @property
     def version(self) -> int:
-        return self.versions[-1].version
+        return Version(self.versions[-1].version, self.incarnation)
 
 
 class InMemoryCheckpointer(BaseCheckpointer):
@@ -155,7 +162,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         start = saved.log_start
         rows = thread.messages[start : start + saved.message_count]
         state = decode_state(state_type, thread_id, saved.header, rows)
-        return ThreadSnapshot(thread_id, saved.version, state)
+        return ThreadSnapshot(thread_id, Version(saved.version, thread.incarnation), state)
 
     async def asave(
         self,
@@ -217,7 +224,7 @@ class InMemoryCheckpointer(BaseCheckpointer):
         if self._recent is not None:
             self._touch(thread_id)
             self._keep_within_bounds(thread_id)
-        return version
+        return Version(version, thread.incarnation)
 
     async def arestore(
         self,

@@ -63,6 +63,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadPage,
     ThreadSnapshot,
+    Version,
     checkpoint_fields,
     decode_messages,
     decode_state,
@@ -462,10 +463,11 @@ class PgCheckpointer(BaseCheckpointer):
 
     async def aversion(self, thread_id: str) -> int | None:
         async def read(conn: Connection) -> int | None:
-            found = await conn.fetchval(
-                f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
+            found = await conn.fetchrow(
+                f"SELECT version, thread_key FROM {self._s}.tx_threads WHERE thread_id = $1",
+                thread_id,
             )
-            return None if found is None else int(found)
+            return None if found is None else Version(found[0], found[1])
 
         return await self._run(read)
 
@@ -476,14 +478,14 @@ class PgCheckpointer(BaseCheckpointer):
             # REPEATABLE READ: header and messages come from one snapshot
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 thread = await conn.fetchrow(
-                    f"SELECT version, oldest_generation FROM {self._s}.tx_threads "
+                    f"SELECT version, oldest_generation, thread_key FROM {self._s}.tx_threads "
                     "WHERE thread_id = $1",
                     thread_id,
                 )
                 if thread is None:
                     return None
                 latest = int(thread["version"])
-                wanted = latest if version is None else version
+                wanted = Version(latest if version is None else version, thread["thread_key"])
                 columns = "header, message_count, log_start, step, status, node"
                 saved = await self._version_row(conn, thread_id, wanted, thread, columns)
                 count = int(saved["message_count"])
@@ -564,7 +566,7 @@ class PgCheckpointer(BaseCheckpointer):
             listed,
             int(found["thread_key"]),
         )
-        return ThreadSnapshot(thread_id, version, state)
+        return ThreadSnapshot(thread_id, Version(version, found["thread_key"]), state)
 
     async def _log_array(
         self,
@@ -707,7 +709,7 @@ class PgCheckpointer(BaseCheckpointer):
                 raise stale_error(
                     thread_id, expected_version, None if found is None else found["version"]
                 )
-            return version
+            return Version(version, int(saved))
 
         attempt = 0
         while True:
@@ -856,7 +858,7 @@ class PgCheckpointer(BaseCheckpointer):
         return LeaseHolder(str(row["lease_owner"]), float(row["remaining"]))
 
     async def _execute_save(self, conn: Connection, query: str, args: Sequence[Any]) -> Any:
-        """Run a save's one statement: the new generation, or None when the compare-and-swap
+        """Run a save's one statement: the thread's key, or None when the compare-and-swap
         matched nothing (a seam for tests that simulate a connection lost at this moment)."""
         return await conn.fetchval(query, *args)
 

@@ -53,6 +53,7 @@ from tenxgraph.storage.checkpointer.base import (
     S,
     ThreadPage,
     ThreadSnapshot,
+    Version,
     checkpoint_fields,
     decode_messages,
     decode_state,
@@ -476,9 +477,9 @@ class SqliteCheckpointer(BaseCheckpointer):
     async def aversion(self, thread_id: str) -> int | None:
         async with self._connected() as conn:
             row = await self._fetchone(
-                conn, "SELECT version FROM tx_threads WHERE thread_id = ?", (thread_id,)
+                conn, "SELECT version, thread_key FROM tx_threads WHERE thread_id = ?", (thread_id,)
             )
-        return None if row is None else int(row[0])
+        return None if row is None else Version(row[0], row[1])
 
     async def aload(
         self, thread_id: str, state_type: type[S], version: int | None = None
@@ -492,7 +493,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             if thread is None:
                 return None
             latest, oldest, key = int(thread[0]), int(thread[1]), int(thread[2])
-            wanted = latest if version is None else version
+            wanted = Version(latest if version is None else version, key)
             columns = "header, message_count, log_start, step, status, node"
             saved = await self._version_row(conn, thread_id, key, wanted, latest, oldest, columns)
             count = int(saved[1])
@@ -563,7 +564,7 @@ class SqliteCheckpointer(BaseCheckpointer):
             listed=listed,
             incarnation=int(first[10]),
         )
-        return ThreadSnapshot(thread_id, version, state)
+        return ThreadSnapshot(thread_id, Version(version, first[10]), state)
 
     async def _log_rows(
         self,
@@ -733,7 +734,7 @@ class SqliteCheckpointer(BaseCheckpointer):
                     "oldest_generation = ? WHERE thread_id = ?",
                     (version, generation, now, owner, expires, now, base, oldest, thread_id),
                 )
-        return version
+        return Version(version, key)
 
     async def arestore(
         self,
