@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         ThreadPage,
         ThreadSnapshot,
         ThreadSummary,
+        Version,
     )
     from tenxgraph.storage.checkpointer.memory import InMemoryCheckpointer
     from tenxgraph.storage.checkpointer.postgres import PgCheckpointer
@@ -29,6 +30,7 @@ _LAZY = {
     "ThreadSnapshot": "tenxgraph.storage.checkpointer.base",
     "ThreadPage": "tenxgraph.storage.checkpointer.base",
     "ThreadSummary": "tenxgraph.storage.checkpointer.base",
+    "Version": "tenxgraph.storage.checkpointer.base",
     "InMemoryCheckpointer": "tenxgraph.storage.checkpointer.memory",
     "SqliteCheckpointer": "tenxgraph.storage.checkpointer.sqlite",
     "PgCheckpointer": "tenxgraph.storage.checkpointer.postgres",
@@ -51,4 +53,5 @@ __all__ = [
     "ThreadPage",
     "ThreadSnapshot",
     "ThreadSummary",
+    "Version",
 ]
