@@ -241,9 +241,9 @@ def _byte_ids_v7(s: str) -> tuple[str, ...]:
     """Message ids are kept as bytes (`pg_id`): the 32 hex digits of the ids tenxgraph makes
     as their 16 bytes, half of their text (17 B a row instead of 33, as SQLite keeps them
     since version 5). The column is rewritten in place; its index is made again, over one
-    hash of the id's bytes seeded by the thread's key (`_ID_HASH`). (SQLite's version 7
-    makes its thread keys never given twice; here an identity column's sequence gives them,
-    which never gives one twice.)"""
+    hash of the id's bytes seeded by the thread's key (`_ID_HASH`). The unique index on
+    the threads' keys goes: an identity column's sequence gives them, never one twice
+    (SQLite's version 7 makes its keys so), and nothing finds a thread by its key."""
     return (
         f"DROP INDEX IF EXISTS {s}.tx_messages_id_hashes",
         f"ALTER TABLE {s}.tx_messages ALTER COLUMN message_id TYPE BYTEA USING "
@@ -252,6 +252,7 @@ def _byte_ids_v7(s: str) -> tuple[str, ...]:
         "ELSE convert_to(message_id, 'UTF8') END",
         f"CREATE INDEX tx_messages_id_hashes ON {s}.tx_messages "
         f"(({_ID_HASH.format(id='message_id', key='thread_key')}))",
+        f"DROP INDEX IF EXISTS {s}.tx_threads_key",
     )
 
 
