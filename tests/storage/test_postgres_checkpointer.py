@@ -381,7 +381,7 @@ async def test_looking_up_ids_in_a_just_filled_thread_reads_those_rows_not_the_t
 
     messages = [msg(f"m{i}") for i in range(2_000)]
     await save(store, "big", AgentState(context=messages), None)
-    wanted = [pg_id(str(messages[1_000].message_id)), pg_id("not-there")]
+    wanted = [pg_id(str(messages[1_000].message_id)).hex(), pg_id("not-there").hex()]
     sql = f'SELECT m.message_id FROM "{schema}".tx_messages m WHERE ' + _IDS_IN_LOG.format(
         key=f'(SELECT thread_key FROM "{schema}".tx_threads WHERE thread_id = $1)',
         ids="$2",

@@ -99,3 +99,17 @@ async def test_each_kind_of_save_is_one_round_trip(
     assert (tally.round_trips, tally.write_transactions) == (3, 3), shown(tally)
     assert await texts_of(store, "t") == ["summary"]
     assert await store.alease_holder("t") is None
+
+
+async def test_a_new_connection_asks_the_server_about_no_type(
+    store: PgCheckpointer, wire: WireCounter
+) -> None:
+    """Message ids travel as text (the hex of their stored bytes): asyncpg has no codec of its
+    own for an array of bytea, and would look the type up on each new connection (five round
+    trips more on its first turn)."""
+    wire.reset()
+    await two_nodes(store).ainvoke(inp("first"), {"thread_id": "t"})
+    await two_nodes(store).ainvoke(inp("again"), {"thread_id": "t"})  # a new app: loaded
+    tally = wire.reset()
+    assert not any("typeinfo" in s for e in tally.exchanges for s in e), shown(tally)
+    assert await texts_of(store, "t") == ["first", "from a", "from b", "again", "from a", "from b"]

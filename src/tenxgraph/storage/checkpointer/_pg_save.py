@@ -75,7 +75,7 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
         version, now, ids, bodies, header, step, status, node = (
             "$2 + 1", "$4", "$8", "$9", "$10", "$11", "$12", "$13",
         )  # fmt: skip
-    count = f"cardinality({ids}::bytea[])"
+    count = f"cardinality({ids}::text[])"
     overwrite = (
         " ON CONFLICT (thread_key, seq) DO UPDATE SET message_id = EXCLUDED.message_id, "
         "body = EXCLUDED.body"
@@ -91,8 +91,8 @@ def save_statement(schema: str, *, new: bool, rewrite: bool) -> str:
     return (
         f"WITH {prior}cas AS ({cas}), {dropped}"
         f"added AS (INSERT INTO {schema}.tx_messages (thread_key, seq, message_id, body) "
-        "SELECT cas.thread_key, cas.start + t.n - 1, t.m, t.b "
-        f"FROM cas, unnest({ids}::bytea[], {bodies}::text[]) WITH ORDINALITY AS t(m, b, n)"
+        "SELECT cas.thread_key, cas.start + t.n - 1, decode(t.m, 'hex'), t.b "
+        f"FROM cas, unnest({ids}::text[], {bodies}::text[]) WITH ORDINALITY AS t(m, b, n)"
         f"{overwrite}), "
         f"saved AS (INSERT INTO {schema}.tx_checkpoints (thread_key, version, header, "
         "message_count, generation, log_start, step, status, node, created_at) "

@@ -230,11 +230,14 @@ def _thread_keys_v6(s: str) -> tuple[str, ...]:
     )
 
 
-# what tx_messages_id_hashes indexes a message (`pg_id`'s bytes of its id, and its thread's
-# key) by: one 8-byte hash of both, the thread's key its seed. An entry of one 8-byte column
-# is 20 B with its line pointer, 28 B with the key in a column of its own; the query checks
-# the key and the id themselves too
-_ID_HASH = "hashtextextended(encode({id}, 'hex'), {key})"
+# what tx_messages_id_hashes indexes a message by: one 8-byte hash of its id (the hex of
+# `pg_id`'s bytes) and its thread's key, the key its seed. An entry of one 8-byte column is
+# 20 B with its line pointer, 28 B with the key in a column of its own; the query checks the
+# key and the id themselves too. (Ids go to and from the server as that hex text: asyncpg
+# knows no codec for an array of bytea, and would ask the server about it on every new
+# connection, 5 round trips more.)
+_ID_HASH = "hashtextextended({hex}, {key})"
+_STORED_HEX = "encode({id}, 'hex')"
 
 
 def _byte_ids_v7(s: str) -> tuple[str, ...]:
@@ -251,23 +254,24 @@ def _byte_ids_v7(s: str) -> tuple[str, ...]:
         "WHEN octet_length(message_id) = 16 THEN convert_to(message_id, 'UTF8') || '\\xff'::bytea "
         "ELSE convert_to(message_id, 'UTF8') END",
         f"CREATE INDEX tx_messages_id_hashes ON {s}.tx_messages "
-        f"(({_ID_HASH.format(id='message_id', key='thread_key')}))",
+        f"(({_ID_HASH.format(hex=_STORED_HEX.format(id='message_id'), key='thread_key')}))",
         f"DROP INDEX IF EXISTS {s}.tx_threads_key",
     )
 
 
-# the rows of message `m` of the thread of key `{key}` whose id is in the array `{ids}` (of
-# `pg_id`s) and whose position is in the log's bounds (`{low}` to `{high}`), found by the ids'
-# hash index. The key and the bounds are written so that the planner cannot use them on the
-# primary key (thread, seq): without statistics (a table just filled) it took that index for
-# them and read every row of the thread (40 ms at 50,000 messages) instead of finding the
-# few ids through theirs
+# the rows of message `m` of the thread of key `{key}` whose id is in the text array `{ids}`
+# (of `pg_id`s in hex) and whose position is in the log's bounds (`{low}` to `{high}`), found
+# by the ids' hash index. The key and the bounds are written so that the planner cannot use
+# them on the primary key (thread, seq): without statistics (a table just filled) it took
+# that index for them and read every row of the thread (40 ms at 50,000 messages) instead of
+# finding the few ids through theirs
+_M_HEX = _STORED_HEX.format(id="m.message_id")
 _IDS_IN_LOG = (
-    _ID_HASH.format(id="m.message_id", key="m.thread_key")
+    _ID_HASH.format(hex=_M_HEX, key="m.thread_key")
     + " = ANY(ARRAY(SELECT "
-    + _ID_HASH.format(id="i", key="{key}")
-    + " FROM unnest({ids}::bytea[]) AS i)) AND m.thread_key + 0 = {key} "
-    "AND m.message_id = ANY({ids}::bytea[]) AND m.seq + 0 >= {low} AND m.seq + 0 < {high}"
+    + _ID_HASH.format(hex="i", key="{key}")
+    + " FROM unnest({ids}::text[]) AS i)) AND m.thread_key + 0 = {key} "
+    f"AND {_M_HEX} = ANY({{ids}}::text[]) AND m.seq + 0 >= {{low}} AND m.seq + 0 < {{high}}"
 )
 
 
@@ -520,7 +524,7 @@ class PgCheckpointer(BaseCheckpointer):
     ) -> ThreadSnapshot[S] | None:
         # one statement (one snapshot, one round trip): the head, its header, its last rows,
         # and which of the ids to look up its log holds
-        wanted = sorted({pg_id(str(i)) for i in look_up})
+        wanted = sorted({pg_id(str(i)).hex() for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
                 "SELECT t.version, t.generation, t.thread_key, c.header, c.message_count, c.step, "
@@ -530,7 +534,7 @@ class PgCheckpointer(BaseCheckpointer):
                 "AND m.seq >= c.log_start + GREATEST(c.message_count - $2, 0) "
                 "AND m.seq < c.log_start + c.message_count ORDER BY m.seq"
                 ") AS bodies, ARRAY("
-                f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE "
+                f"SELECT {_M_HEX} FROM {self._s}.tx_messages m WHERE "
                 + _IDS_IN_LOG.format(
                     key="t.thread_key",
                     ids="$3",
@@ -554,7 +558,7 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
         listed = (found["step"], found["status"], found["node"])
-        known = (list(look_up), {pg_id_text(i) for i in found["found_ids"]})
+        known = (list(look_up), {pg_id_text(bytes.fromhex(i)) for i in found["found_ids"]})
         state = recent_state(
             self,
             state_type,
@@ -630,14 +634,14 @@ class PgCheckpointer(BaseCheckpointer):
             thread_id,
             generation,
             incarnation,
-            f"SELECT m.message_id FROM {self._s}.tx_messages m WHERE "
+            f"SELECT {_M_HEX} FROM {self._s}.tx_messages m WHERE "
             + _IDS_IN_LOG.format(
                 key="t.thread_key", ids="$2", low="t.log_start", high="t.log_start + $3"
             ),
-            sorted({pg_id(str(i)) for i in ids}),
+            sorted({pg_id(str(i)).hex() for i in ids}),
             below,
         )
-        return {pg_id_text(i) for i in found}
+        return {pg_id_text(bytes.fromhex(i)) for i in found}
 
     async def asystem_messages(
         self,
@@ -674,7 +678,7 @@ class PgCheckpointer(BaseCheckpointer):
         release: bool = False,
     ) -> int:
         header = encode_header(state, thread_id, listed=True)
-        ids = [pg_id(str(m.message_id)) for m in new_messages]
+        ids = [pg_id(str(m.message_id)).hex() for m in new_messages]  # as the statement takes them
         bodies = [encode_message(m, id_column=True) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
@@ -865,10 +869,10 @@ class PgCheckpointer(BaseCheckpointer):
 
     async def _check_landed(
         self, conn: Connection, thread_id: str, version: int, new_count: int
-    ) -> tuple[int | None, str | None, list[bytes]]:
+    ) -> tuple[int | None, str | None, list[str]]:
         """After an unknown COMMIT: the thread's current version, and the header and last
-        `new_count` message ids (as kept: `pg_id`) of checkpoint `version` (None and [] if it
-        does not exist)."""
+        `new_count` message ids (as `asave` sends them: `pg_id`'s hex) of checkpoint `version`
+        (None and [] if it does not exist)."""
         current = await conn.fetchval(
             f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
         )
@@ -888,7 +892,7 @@ class PgCheckpointer(BaseCheckpointer):
             count - new_count,
             count,
         )
-        ids = [bytes(r["message_id"]) for r in rows]
+        ids = [bytes(r["message_id"]).hex() for r in rows]
         return (None if current is None else int(current), saved["header"], ids)
 
     async def ahistory(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
