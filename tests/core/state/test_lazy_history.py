@@ -343,3 +343,14 @@ def test_what_the_pager_holds_is_read_without_a_fetch() -> None:
     assert history[229] is log[229]  # below what is held: its page is read
     assert pager.reads == [(3 * PAGE, 4 * PAGE)]
     assert list(history) == log
+
+
+def test_a_lazy_history_and_its_copies_are_left_to_reference_counting() -> None:
+    import gc
+
+    history, _, _ = lazy(3 * PAGE, 10)
+    merged = add_messages(history, [Message.text_message("new")])
+    assert isinstance(merged, LazyHistory)
+    for made in (history, merged, history.copy(), copy.copy(merged)):
+        assert not gc.is_tracked(made)
+    assert [m.text() for m in merged[-2:]] == [f"m{3 * PAGE - 1}", "new"]

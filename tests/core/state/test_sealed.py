@@ -198,3 +198,32 @@ def test_a_sealed_message_holding_a_cycle_stays_with_the_cycle_collector() -> No
     del node, message
     gc.collect()
     assert gone() is None
+
+
+def test_a_merged_history_is_left_to_reference_counting_and_its_messages_to_themselves() -> None:
+    # The collector does not walk a history's list (it would walk every slot of each new one
+    # on every turn); what is in it is tracked or not on its own, so a cycle inside a
+    # message is still found, and dropping the history frees its messages at once.
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.me = node  # type: ignore[attr-defined]
+    cyclic = weakref.ref(node)
+    holding = Message.text_message("holds a cycle")  # not sealed: tracked
+    holding.metadata = {"node": node}
+    plain = Message.text_message("plain")
+    history = add_messages([plain], [holding])
+    assert not gc.is_tracked(history)
+    assert gc.is_tracked(holding)
+    gone = weakref.ref(plain)
+    del node, holding, plain
+    gc.collect()
+    assert cyclic() is not None  # held through the history
+    del history
+    assert gone() is None  # freed by reference counting: no collection needed
+    gc.collect()
+    assert cyclic() is None  # the cycle inside a message is still the collector's

@@ -22,6 +22,7 @@ from typing import Any, Protocol, SupportsIndex
 
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.reducers import MessageHistory, _IdIndex
+from tenxgraph.core.state.sealed import untrack_history
 
 PAGE = 64  # messages fetched together when one of them is read
 
@@ -95,6 +96,7 @@ class LazyHistory(MessageHistory):
         index = _IdIndex({m.message_id for m in recent}, stored)
         index.sealed = stored  # messages come sealed from the store
         history._index = index
+        untrack_history(history)
         return history
 
     # -- fetching ------------------------------------------------------------------------------
@@ -258,6 +260,7 @@ class LazyHistory(MessageHistory):
         twin._loaded = bytearray(self._loaded)
         index = self._index
         twin._index = index if index is not None and index.size == len(self) else None
+        untrack_history(twin)
         return twin
 
     def copy(self) -> LazyHistory:

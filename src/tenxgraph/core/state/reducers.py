@@ -11,7 +11,7 @@ from typing import Any, SupportsIndex, TypeVar
 
 from tenxgraph.core.state.message import Message
 from tenxgraph.core.state.message_block import ToolCallBlock, ToolResultBlock
-from tenxgraph.core.state.sealed import seal
+from tenxgraph.core.state.sealed import seal, untrack_history
 
 T = TypeVar("T")
 _message_id = attrgetter("message_id")
@@ -131,6 +131,7 @@ def add_messages(left: Sequence[Message], right: Sequence[Message] | Message) ->
     ids.update(new_ids)
     index.size = len(merged)
     merged._index = index
+    untrack_history(merged)
     return merged
 
 

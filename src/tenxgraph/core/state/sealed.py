@@ -380,6 +380,18 @@ def _set_up_untracking() -> None:
     _untracking_ready = True
 
 
+def untrack_history(history: list[Any]) -> None:
+    """Stop the collector tracking a history's list (`add_messages`' result, a lazy
+    history). The collector would otherwise walk every slot of each new one (a turn makes
+    two), which at 50,000 messages costs more than the rest of the turn; the messages in it
+    stay tracked or not on their own. It is left to reference counting: a history is not in
+    a reference cycle unless a message in it is made to hold the history itself (such a
+    cycle is then never freed), and leaving an object untracked never frees anything early."""
+    if not _untracking_ready:
+        _set_up_untracking()
+    _untrack(id(history))
+
+
 def _untracked(container: FrozenList | FrozenDict) -> bool:
     """Stop the collector tracking `container` if all it holds is untracked already (the
     scalars and the sealed trees inside it); whether it is untracked now."""
@@ -401,4 +413,5 @@ __all__ = [
     "is_sealed",
     "kept_dict",
     "seal",
+    "untrack_history",
 ]
