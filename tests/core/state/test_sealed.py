@@ -176,26 +176,34 @@ def test_a_sealed_message_is_left_to_reference_counting_not_the_cycle_collector(
     assert gone() is None  # freed at once by reference counting: it could not be in a cycle
 
 
+class _Node:
+    me: _Node
+
+
+def holding_a_cycle(text: str) -> tuple[Message, Callable[[], object]]:
+    """A message whose metadata holds an object in a reference cycle with itself, and a weak
+    reference to that object."""
+    import weakref
+
+    node = _Node()
+    node.me = node
+    message = Message.text_message(text, role="assistant")
+    message.metadata = {"node": node}
+    return message, weakref.ref(node)
+
+
 def test_a_sealed_message_holding_a_cycle_stays_with_the_cycle_collector() -> None:
     # An object sealing cannot freeze (here one in a reference cycle with itself) keeps the
     # containers that hold it, and the message, tracked: untracking them would hide the
     # cycle from the collector, and it would never be freed.
     import gc
-    import weakref
 
-    class Node:
-        pass
-
-    node = Node()
-    node.me = node  # type: ignore[attr-defined]
-    gone = weakref.ref(node)
-    message = Message.text_message("hi", role="assistant")
-    message.metadata = {"node": node}
+    message, gone = holding_a_cycle("hi")
     seal(message)
     assert gc.is_tracked(message.metadata)
     assert gc.is_tracked(kept_dict(message))  # the compact dict slot holding metadata
     assert gc.is_tracked(message)
-    del node, message
+    del message
     gc.collect()
     assert gone() is None
 
@@ -207,20 +215,13 @@ def test_a_merged_history_is_left_to_reference_counting_and_its_messages_to_them
     import gc
     import weakref
 
-    class Node:
-        pass
-
-    node = Node()
-    node.me = node  # type: ignore[attr-defined]
-    cyclic = weakref.ref(node)
-    holding = Message.text_message("holds a cycle")  # not sealed: tracked
-    holding.metadata = {"node": node}
+    holding, cyclic = holding_a_cycle("holds a cycle")  # not sealed: tracked
     plain = Message.text_message("plain")
     history = add_messages([plain], [holding])
     assert not gc.is_tracked(history)
     assert gc.is_tracked(holding)
     gone = weakref.ref(plain)
-    del node, holding, plain
+    del holding, plain
     gc.collect()
     assert cyclic() is not None  # held through the history
     del history
