@@ -381,7 +381,7 @@ async def test_looking_up_ids_in_a_just_filled_thread_reads_those_rows_not_the_t
 
     messages = [msg(f"m{i}") for i in range(2_000)]
     await save(store, "big", AgentState(context=messages), None)
-    wanted = [pg_id(str(messages[1_000].message_id)).hex(), pg_id("not-there").hex()]
+    wanted = [pg_id(str(messages[1_000].message_id)), pg_id("not-there")]
     sql = f'SELECT m.message_id FROM "{schema}".tx_messages m WHERE ' + _IDS_IN_LOG.format(
         key=f'(SELECT thread_key FROM "{schema}".tx_threads WHERE thread_id = $1)',
         ids="$2",
@@ -394,7 +394,7 @@ async def test_looking_up_ids_in_a_just_filled_thread_reads_those_rows_not_the_t
         plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", "big", wanted, 2_000)
     finally:
         await conn.close()
-    assert [pg_id_text(row[0]) for row in found] == [messages[1_000].message_id]
+    assert [pg_id_text(row[0].hex()) for row in found] == [messages[1_000].message_id]
     text = plan if isinstance(plan, str) else str(plan)
     assert "tx_messages_id_hashes" in text, text
     assert "tx_messages_pkey" not in text, text

@@ -49,7 +49,7 @@ async def rows_of_key(backend: Backend, key: int) -> tuple[list[str], int]:
         "SELECT message_id FROM tx_messages WHERE thread_key = ? ORDER BY seq", key
     )
     if backend.name == "postgres":
-        ids = [pg_id_text(r[0]) for r in rows]
+        ids = [pg_id_text(r[0].hex()) for r in rows]
     else:  # a hex id as its bytes, any other as text
         ids = [r[0].hex() if isinstance(r[0], bytes) else str(r[0]) for r in rows]
     checkpoints = await backend.sql("SELECT COUNT(*) FROM tx_checkpoints WHERE thread_key = ?", key)

@@ -230,8 +230,8 @@ def _thread_keys_v6(s: str) -> tuple[str, ...]:
     )
 
 
-# what tx_messages_id_hashes indexes a message by: one 8-byte hash of its id (the hex of
-# `pg_id`'s bytes) and its thread's key, the key its seed. An entry of one 8-byte column is
+# what tx_messages_id_hashes indexes a message by: one 8-byte hash of its id (`pg_id`, the
+# hex of its kept bytes) and its thread's key, the key its seed. An entry of one 8-byte column is
 # 20 B with its line pointer, 28 B with the key in a column of its own; the query checks the
 # key and the id themselves too. (Ids go to and from the server as that hex text: asyncpg
 # knows no codec for an array of bytea, and would ask the server about it on every new
@@ -260,7 +260,7 @@ def _byte_ids_v7(s: str) -> tuple[str, ...]:
 
 
 # the rows of message `m` of the thread of key `{key}` whose id is in the text array `{ids}`
-# (of `pg_id`s in hex) and whose position is in the log's bounds (`{low}` to `{high}`), found
+# (of `pg_id`s) and whose position is in the log's bounds (`{low}` to `{high}`), found
 # by the ids' hash index. The key and the bounds are written so that the planner cannot use
 # them on the primary key (thread, seq): without statistics (a table just filled) it took
 # that index for them and read every row of the thread (40 ms at 50,000 messages) instead of
@@ -289,8 +289,8 @@ MIGRATIONS: dict[int, Callable[[str], Sequence[str]]] = {
 }
 
 
-# a message row's JSON with its id put back (rows leave a text id out: its column holds it,
-# as `pg_id` made it)
+# a message row's JSON with its id put back (rows leave a text id out: its column holds its
+# bytes, whose hex `pg_id` gives)
 _ID_TEXT = (
     "CASE length({a}message_id) WHEN 16 THEN encode({a}message_id, 'hex') "
     "WHEN 17 THEN convert_from(CASE WHEN get_byte({a}message_id, 16) = 255 "
@@ -300,24 +300,25 @@ _ID_TEXT = (
 _BODY, _BODY_M = body_with_id("", _ID_TEXT), body_with_id("m.", _ID_TEXT)
 
 
-def pg_id(message_id: str) -> bytes:
-    """A message's id as tx_messages keeps it (schema 7): 32 lowercase hex digits as their
-    16 bytes; any other id as its UTF-8, with a 0xFF byte after it when that is 16 bytes
-    too (no UTF-8 has that byte, and only these are 17 bytes ending in it), so that no two
-    ids are kept alike."""
+def pg_id(message_id: str) -> str:
+    """A message's id as tx_messages keeps it (schema 7), in hex, the form the statements take
+    and give ids in: 32 lowercase hex digits are kept as their 16 bytes; any other id as its
+    UTF-8, with a 0xFF byte after it when that is 16 bytes too (no UTF-8 has that byte, and
+    only these are 17 bytes ending in it), so that no two ids are kept alike."""
     if HEX_ID.fullmatch(message_id):
-        return bytes.fromhex(message_id)
+        return message_id
     encoded = message_id.encode()
-    return encoded + b"\xff" if len(encoded) == 16 else encoded
+    return (encoded + b"\xff" if len(encoded) == 16 else encoded).hex()
 
 
-def pg_id_text(stored: bytes) -> str:
-    """The id `pg_id` kept as `stored`."""
-    if len(stored) == 16:
-        return stored.hex()
-    if len(stored) == 17 and stored[16] == 0xFF:
-        stored = stored[:16]
-    return stored.decode()
+def pg_id_text(stored: str) -> str:
+    """The id `pg_id` gave as `stored`."""
+    kept = bytes.fromhex(stored)
+    if len(kept) == 16:
+        return stored
+    if len(kept) == 17 and kept[16] == 0xFF:
+        kept = kept[:16]
+    return kept.decode()
 
 
 class _CommitOutcomeUnknown(Exception):
@@ -524,7 +525,7 @@ class PgCheckpointer(BaseCheckpointer):
     ) -> ThreadSnapshot[S] | None:
         # one statement (one snapshot, one round trip): the head, its header, its last rows,
         # and which of the ids to look up its log holds
-        wanted = sorted({pg_id(str(i)).hex() for i in look_up})
+        wanted = sorted({pg_id(str(i)) for i in look_up})
         found = await self._run(
             lambda conn: conn.fetchrow(
                 "SELECT t.version, t.generation, t.thread_key, c.header, c.message_count, c.step, "
@@ -558,7 +559,7 @@ class PgCheckpointer(BaseCheckpointer):
         bodies = log_bodies(thread_id, found["bodies"], start, count)
         header = stored_text(thread_id, "header", found["header"])
         listed = (found["step"], found["status"], found["node"])
-        known = (list(look_up), {pg_id_text(bytes.fromhex(i)) for i in found["found_ids"]})
+        known = (list(look_up), {pg_id_text(i) for i in found["found_ids"]})
         state = recent_state(
             self,
             state_type,
@@ -638,10 +639,10 @@ class PgCheckpointer(BaseCheckpointer):
             + _IDS_IN_LOG.format(
                 key="t.thread_key", ids="$2", low="t.log_start", high="t.log_start + $3"
             ),
-            sorted({pg_id(str(i)).hex() for i in ids}),
+            sorted({pg_id(str(i)) for i in ids}),
             below,
         )
-        return {pg_id_text(bytes.fromhex(i)) for i in found}
+        return {pg_id_text(i) for i in found}
 
     async def asystem_messages(
         self,
@@ -678,7 +679,7 @@ class PgCheckpointer(BaseCheckpointer):
         release: bool = False,
     ) -> int:
         header = encode_header(state, thread_id, listed=True)
-        ids = [pg_id(str(m.message_id)).hex() for m in new_messages]  # as the statement takes them
+        ids = [pg_id(str(m.message_id)) for m in new_messages]
         bodies = [encode_message(m, id_column=True) for m in new_messages]
         step, status, node = checkpoint_fields(state)
         version = (expected_version or 0) + 1
@@ -871,7 +872,7 @@ class PgCheckpointer(BaseCheckpointer):
         self, conn: Connection, thread_id: str, version: int, new_count: int
     ) -> tuple[int | None, str | None, list[str]]:
         """After an unknown COMMIT: the thread's current version, and the header and last
-        `new_count` message ids (as `asave` sends them: `pg_id`'s hex) of checkpoint `version`
+        `new_count` message ids (as `asave` sends them: `pg_id`) of checkpoint `version`
         (None and [] if it does not exist)."""
         current = await conn.fetchval(
             f"SELECT version FROM {self._s}.tx_threads WHERE thread_id = $1", thread_id
