@@ -12,7 +12,9 @@ runs still check the answers; what is skipped no longer works, so this is for me
 only): `seal` (sealing the answers the result hands out), `encode` (the in-memory store's
 JSON of each message), `header` (its JSON of the state without the messages), `check` (the
 save's check that each message reads back equal), `scrub` (looking for credentials in the
-raw response). Quicker than `agent_share.py` (a few minutes less), and closer to a unit
+raw response), `tally` (writing the thread's running usage total into each step's state) and
+`usage` (that and counting each call's tokens and cost: what observability costs a step with
+no tracer provider). Quicker than `agent_share.py` (a few minutes less), and closer to a unit
 count; that script's `outside` count also holds what the loopback call adds around litellm.
 """
 
@@ -68,6 +70,12 @@ def skip(piece: str) -> None:
         import tenxgraph.core.llm.wire_in as wire_in
 
         wire_in.scrub = lambda value: value  # type: ignore[assignment]
+    elif piece in ("usage", "tally"):
+        from tenxgraph.observability.observer import Observer
+
+        Observer.tally = lambda self, meta: None  # type: ignore[method-assign]
+        if piece == "usage":
+            Observer.count_call = lambda self, answer, free: None  # type: ignore[method-assign]
     elif piece:
         raise SystemExit(f"agent_steps: nothing called {piece!r} to skip")
 

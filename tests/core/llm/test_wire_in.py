@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -18,7 +20,11 @@ from tenxgraph.core.llm.wire_in import (
 )
 from tenxgraph.core.llm.wire_out import to_wire
 from tenxgraph.core.state import Message, TokenUsages
+from tenxgraph.core.state._depth import MAX_DEPTH
 from tenxgraph.core.state.message_block import ReasoningBlock, TextBlock, ToolCallBlock
+from tenxgraph.core.state.sealed import JSON_DEPTH, SealedError, SealedJSON, is_sealed
+from tenxgraph.storage.checkpointer._json_values import plain_problem
+from tenxgraph.storage.checkpointer._storable import message_problem
 
 load_litellm()  # sets the offline cost map before litellm is imported
 
@@ -49,6 +55,12 @@ def response(message: dict[str, Any], finish: str = "stop", **extra: Any) -> Mod
         ],
         **extra,
     )
+
+
+def nested(levels: int, leaf: dict[str, Any]) -> dict[str, Any]:
+    for _ in range(levels):
+        leaf = {"a": leaf}
+    return leaf
 
 
 # -- whole responses ------------------------------------------------------------------------
@@ -318,6 +330,61 @@ def test_raw_never_keeps_a_credential() -> None:
         "items": [{"keep": 1}],
     }
     assert raw["api_key"] == "sk-top-secret"  # the caller's dict is not changed
+
+
+def test_a_plain_json_raw_is_sealed_once_and_not_walked_again_by_a_save() -> None:
+    answer = response({"content": "hi"}, usage=Usage(prompt_tokens=3, completion_tokens=2))
+    message = message_from_response(answer, "openai", "m")
+    raw = message.raw
+    assert type(raw) is SealedJSON
+    assert raw == answer.model_dump()
+    with pytest.raises(SealedError):
+        raw["choices"][0]["message"]["content"] = "changed"  # type: ignore[index]
+    with pytest.raises(SealedError):
+        raw["usage"]["prompt_tokens"] = 0  # type: ignore[index]
+    if sys.implementation.name == "cpython":  # nothing in it for the cycle collector
+        assert not gc.is_tracked(raw)
+        assert not gc.is_tracked(raw["choices"][0])
+    assert message_problem(message) is None
+    # the message itself is not sealed yet: a node may still change its own answer
+    message.metadata["seen"] = True
+    assert not is_sealed(message)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"n": float("nan")},  # a NaN would be stored as null
+        {"when": (1, 2)},  # a tuple would read back as a list
+        {1: "an int key"},  # would read back as "1"
+        {"deep": nested(JSON_DEPTH + 2, {"n": float("inf")})},  # deeper than a seal checks
+    ],
+)
+def test_a_raw_that_is_not_plain_json_is_left_to_the_save_check(bad: dict[Any, Any]) -> None:
+    raw = {"id": "r1", "choices": [{"message": {"role": "assistant", "content": "ok"}}], **bad}
+    message = message_from_response(raw, "openai", "m")
+    assert type(message.raw) is not SealedJSON
+    problem = message_problem(message)
+    assert problem is not None
+    assert problem.path[0] == "raw"
+
+
+def test_a_sealed_json_deeper_in_a_value_than_its_own_depth_allows_is_walked() -> None:
+    made = message_from_response(response({"content": "x"}), "openai", "m").raw
+    assert type(made) is SealedJSON
+    assert plain_problem(made, 2) is None
+    # kept where its own levels would pass the stored depth limit: walked again (and refused)
+    too_deep = plain_problem(made, MAX_DEPTH)
+    assert too_deep is not None
+    assert "deep" in too_deep.reason
+
+
+def test_credential_keys_are_dropped_every_time_the_same_keys_come_again() -> None:
+    for _ in range(3):
+        raw = {"id": "r", "choices": [], "meta": {"Authorization": "Bearer s", "ok": 1}}
+        message = message_from_response(raw, "openai", "m")
+        assert type(message.raw) is SealedJSON
+        assert message.raw["meta"] == {"ok": 1}
 
 
 @pytest.mark.parametrize(

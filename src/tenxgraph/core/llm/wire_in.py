@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from tenxgraph.core.state.message_block import (
     TextBlock,
     ToolCallBlock,
 )
+from tenxgraph.core.state.sealed import JSON_DEPTH, FrozenDict, FrozenList, SealedJSON, untracker
 
 # `ReasoningBlock.details` marker of an encrypted (redacted) thinking block; its data is kept in
 # `signature` and sent back as it came
@@ -35,8 +37,7 @@ def message_from_response(
     response: Any, provider: str | None, model: str, response_cost: float | None = None
 ) -> Message:
     """A complete assistant `Message` from a litellm `ModelResponse` (or its dict)."""
-    raw = response if isinstance(response, dict) else response.model_dump()
-    raw = scrub(raw)
+    raw = sealed_raw(_dumped(response))
     choices = raw.get("choices")
     choice = choices[0] if choices else {}
     wire = choice.get("message") or {}
@@ -383,6 +384,95 @@ _COMPLETION_DETAIL_KEYS = (("reasoning_tokens", "reasoning_tokens"),)
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _dumped(response: Any) -> dict[str, Any]:
+    """A response as a dict. litellm's `ModelResponse.model_dump()` is its serializer with
+    `exclude_unset`, called here directly (half the time: no keyword handling on the way)."""
+    if isinstance(response, dict):
+        return response
+    if type(response).__module__ == "litellm.types.utils":
+        serializer = getattr(response, "__pydantic_serializer__", None)
+        if serializer is not None:
+            return serializer.to_python(response, exclude_unset=True)  # type: ignore[no-any-return]
+    return response.model_dump()  # type: ignore[no-any-return]
+
+
+def sealed_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` (a response as a dict) without any key that could hold a credential, as a
+    sealed copy marked as plain JSON (`SealedJSON`): one walk, where a scrub, the seal of the
+    answer and the save's check would each walk it. A response that is not plain JSON (a
+    provider's object in it, a NaN, deeper than `JSON_DEPTH`) is scrubbed only; sealing and
+    the save's check then deal with it as with any other value."""
+    frozen = _json_dict(raw, 1, SealedJSON, untracker()) if type(raw) is dict else None
+    return scrub(raw) if frozen is None else frozen
+
+
+_JSON_LEAVES = frozenset({str, int, bool, type(None)})  # floats: checked for NaN one by one
+_HARMLESS_KEYS: set[str] = set()  # str keys known not to hold a credential (bounded)
+
+
+def _json_dict(
+    value: dict[Any, Any], level: int, kind: type[FrozenDict], untrack: Callable[[int], None]
+) -> FrozenDict | None:
+    if not _HARMLESS_KEYS.issuperset(value):
+        for key in value:
+            if type(key) is not str:
+                return None
+        if any(_is_secret(key) for key in value):
+            value = {k: v for k, v in value.items() if not _is_secret(k)}
+        elif len(_HARMLESS_KEYS) < _MAX_SAFE_KEYS:
+            _HARMLESS_KEYS.update(value)
+    if _JSON_LEAVES.issuperset(map(type, value.values())):  # a leaf: one C-level pass
+        frozen = kind(value)
+    else:
+        if level >= JSON_DEPTH:
+            return None
+        items: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(item) not in _JSON_LEAVES:
+                item = _json_value(item, level, untrack)
+                if item is _NOT_JSON:
+                    return None
+            items[key] = item
+        frozen = kind(items)
+    untrack(id(frozen))  # it holds scalars and untracked trees only
+    return frozen
+
+
+def _json_list(value: list[Any], level: int, untrack: Callable[[int], None]) -> FrozenList | None:
+    if _JSON_LEAVES.issuperset(map(type, value)):
+        frozen = FrozenList(value)
+    else:
+        if level >= JSON_DEPTH:
+            return None
+        items = []
+        for item in value:
+            if type(item) not in _JSON_LEAVES:
+                item = _json_value(item, level, untrack)
+                if item is _NOT_JSON:
+                    return None
+            items.append(item)
+        frozen = FrozenList(items)
+    untrack(id(frozen))
+    return frozen
+
+
+_NOT_JSON = object()
+
+
+def _json_value(item: Any, level: int, untrack: Callable[[int], None]) -> Any:
+    """A value that is not a str, int, bool or None, sealed; `_NOT_JSON` if it is not JSON."""
+    kind = type(item)
+    if kind is float:
+        return item if item - item == 0.0 else _NOT_JSON
+    if kind is dict:
+        found: Any = _json_dict(item, level + 1, FrozenDict, untrack)
+    elif kind is list:
+        found = _json_list(item, level + 1, untrack)
+    else:
+        return _NOT_JSON
+    return _NOT_JSON if found is None else found
 
 
 def scrub(value: Any) -> Any:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from tenxgraph.core.state._depth import deep_path, format_path, too_deep
-from tenxgraph.core.state.sealed import FrozenDict, FrozenList
+from tenxgraph.core.state.sealed import FrozenDict, FrozenList, SealedJSON
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -110,7 +110,7 @@ def _copied(value: T) -> T:
     if cls in _SCALARS:
         return value
     # scalars are shared, not passed to a call of their own: most leaves are scalars
-    if cls is dict or cls is FrozenDict:
+    if cls is dict or cls is FrozenDict or cls is SealedJSON:
         return {  # type: ignore[return-value]
             k: v if type(v) in _SCALARS else _copied(v)
             for k, v in value.items()  # type: ignore[attr-defined]

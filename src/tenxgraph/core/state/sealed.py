@@ -70,6 +70,20 @@ class FrozenDict(dict[Any, Any]):
         return (dict, (dict(self),))
 
 
+class SealedJSON(FrozenDict):
+    """A sealed dict known, when it was made, to hold JSON's own types only: str keys; str,
+    int, finite float, bool and None, and sealed dicts and lists of them, at most
+    `JSON_DEPTH` deep. It reads back from JSON equal, so a save need not walk it again (a
+    model's raw response: see `tenxgraph.core.llm.wire_in`). Internal: nothing else may make
+    one."""
+
+    __slots__ = ()
+
+
+#: how deep a `SealedJSON` may nest (dicts and lists inside it)
+JSON_DEPTH = 16
+
+
 class _SharedFieldsSet(set[str]):
     """The `__pydantic_fields_set__` of sealed models, one object per distinct set of names:
     a sealed model never sets a field, so it needs no set of its own (a copy gets one)."""
@@ -313,7 +327,7 @@ def _seal_model(model: BaseModel) -> BaseModel:
 
 def _sealed(value: Any) -> Any:
     cls = type(value)
-    if cls in _SCALARS or cls is FrozenList or cls is FrozenDict:
+    if cls in _SCALARS or cls is FrozenList or cls is FrozenDict or cls is SealedJSON:
         return value
     if cls is dict:
         return _frozen_dict(value) if value else _EMPTY_DICT  # the empty one is shared
@@ -380,6 +394,15 @@ def _set_up_untracking() -> None:
     _untracking_ready = True
 
 
+def untracker() -> Callable[[int], None]:
+    """The call that stops the collector tracking the object at an address (`id(obj)`), for
+    code that builds sealed trees itself; its caller must hold the object, and the object
+    must hold nothing the collector still tracks."""
+    if not _untracking_ready:
+        _set_up_untracking()
+    return _untrack
+
+
 def untrack_history(history: list[Any]) -> None:
     """Stop the collector tracking a history's list (`add_messages`' result, a lazy
     history). The collector would otherwise walk every slot of each new one (a turn makes
@@ -403,15 +426,18 @@ def _untracked(container: FrozenList | FrozenDict) -> bool:
 
 
 __all__ = [
+    "JSON_DEPTH",
     "SEALED_HINT",
     "CompactFields",
     "FrozenDict",
     "FrozenList",
     "SealedError",
+    "SealedJSON",
     "compact",
     "fields_property",
     "is_sealed",
     "kept_dict",
     "seal",
     "untrack_history",
+    "untracker",
 ]

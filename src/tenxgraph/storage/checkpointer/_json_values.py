@@ -20,7 +20,7 @@ from uuid import UUID
 from pydantic import BaseModel, ValidationError
 
 from tenxgraph.core.state._depth import MAX_DEPTH, PathPart, too_deep
-from tenxgraph.core.state.sealed import FrozenDict, FrozenList
+from tenxgraph.core.state.sealed import JSON_DEPTH, FrozenDict, FrozenList, SealedJSON
 from tenxgraph.utils.record import Record
 
 
@@ -50,7 +50,9 @@ def plain_problem(value: Any, level: int) -> Problem | None:
     str, int, bool, None and finite floats (and str/int subclasses, which compare equal to
     the plain value they read back as)."""
     cls = type(value)
-    if cls is dict or cls is FrozenDict:
+    if cls is SealedJSON and level + JSON_DEPTH <= MAX_DEPTH:
+        return None  # checked when it was made
+    if cls is dict or cls is FrozenDict or cls is SealedJSON:
         if level > MAX_DEPTH:
             return Problem([], too_deep())
         for key, item in value.items():
