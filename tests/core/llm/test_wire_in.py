@@ -23,6 +23,7 @@ from tenxgraph.core.state import Message, TokenUsages
 from tenxgraph.core.state._depth import MAX_DEPTH
 from tenxgraph.core.state.message_block import ReasoningBlock, TextBlock, ToolCallBlock
 from tenxgraph.core.state.sealed import JSON_DEPTH, SealedError, SealedJSON, is_sealed
+from tenxgraph.storage.checkpointer._codec import encode_message
 from tenxgraph.storage.checkpointer._json_values import plain_problem
 from tenxgraph.storage.checkpointer._storable import message_problem
 
@@ -346,6 +347,10 @@ def test_a_plain_json_raw_is_sealed_once_and_not_walked_again_by_a_save() -> Non
         assert not gc.is_tracked(raw)
         assert not gc.is_tracked(raw["choices"][0])
     assert message_problem(message) is None
+    # its JSON, kept from when it was made, is what the serializer writes for the plain dict
+    plain = message.model_copy(update={"raw": json.loads(json.dumps(raw))})
+    assert encode_message(message) == encode_message(plain)
+    assert encode_message(message, id_column=True) == encode_message(plain, id_column=True)
     # the message itself is not sealed yet: a node may still change its own answer
     message.metadata["seen"] = True
     assert not is_sealed(message)
@@ -385,6 +390,9 @@ def test_credential_keys_are_dropped_every_time_the_same_keys_come_again() -> No
         message = message_from_response(raw, "openai", "m")
         assert type(message.raw) is SealedJSON
         assert message.raw["meta"] == {"ok": 1}
+        row = encode_message(message)
+        assert "Bearer" not in row
+        assert json.loads(row)["raw"]["meta"] == {"ok": 1}
 
 
 @pytest.mark.parametrize(

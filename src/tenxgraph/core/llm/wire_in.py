@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_core import to_json
+
 from tenxgraph.core.state import Message, TokenUsages
-from tenxgraph.core.state._construct import _SCALARS, assemble, template, trusted
+from tenxgraph.core.state._construct import _SCALARS, assemble, copied, template, trusted
 from tenxgraph.core.state.message import _new_id, _text_block, _text_message, generate_id
 from tenxgraph.core.state.message_block import (
     ContentBlock,
@@ -404,8 +406,15 @@ def sealed_raw(raw: dict[str, Any]) -> dict[str, Any]:
     answer and the save's check would each walk it. A response that is not plain JSON (a
     provider's object in it, a NaN, deeper than `JSON_DEPTH`) is scrubbed only; sealing and
     the save's check then deal with it as with any other value."""
-    frozen = _json_dict(raw, 1, SealedJSON, untracker()) if type(raw) is dict else None
-    return scrub(raw) if frozen is None else frozen
+    if type(raw) is not dict:
+        return scrub(raw)  # type: ignore[no-any-return]
+    dropped: list[Any] = []
+    frozen = _json_dict(raw, 1, SealedJSON, untracker(), dropped)
+    if frozen is None:
+        return scrub(raw)  # type: ignore[no-any-return]
+    assert isinstance(frozen, SealedJSON)
+    frozen.text = to_json(copied(frozen) if dropped else raw).decode()
+    return frozen
 
 
 _JSON_LEAVES = frozenset({str, int, bool, type(None)})  # floats: checked for NaN one by one
@@ -413,7 +422,11 @@ _HARMLESS_KEYS: set[str] = set()  # str keys known not to hold a credential (bou
 
 
 def _json_dict(
-    value: dict[Any, Any], level: int, kind: type[FrozenDict], untrack: Callable[[int], None]
+    value: dict[Any, Any],
+    level: int,
+    kind: type[FrozenDict],
+    untrack: Callable[[int], None],
+    dropped: list[Any],
 ) -> FrozenDict | None:
     if not _HARMLESS_KEYS.issuperset(value):
         for key in value:
@@ -421,6 +434,7 @@ def _json_dict(
                 return None
         if any(_is_secret(key) for key in value):
             value = {k: v for k, v in value.items() if not _is_secret(k)}
+            dropped.append(True)
         elif len(_HARMLESS_KEYS) < _MAX_SAFE_KEYS:
             _HARMLESS_KEYS.update(value)
     if _JSON_LEAVES.issuperset(map(type, value.values())):  # a leaf: one C-level pass
@@ -431,7 +445,7 @@ def _json_dict(
         items: dict[str, Any] = {}
         for key, item in value.items():
             if type(item) not in _JSON_LEAVES:
-                item = _json_value(item, level, untrack)
+                item = _json_value(item, level, untrack, dropped)
                 if item is _NOT_JSON:
                     return None
             items[key] = item
@@ -440,7 +454,9 @@ def _json_dict(
     return frozen
 
 
-def _json_list(value: list[Any], level: int, untrack: Callable[[int], None]) -> FrozenList | None:
+def _json_list(
+    value: list[Any], level: int, untrack: Callable[[int], None], dropped: list[Any]
+) -> FrozenList | None:
     if _JSON_LEAVES.issuperset(map(type, value)):
         frozen = FrozenList(value)
     else:
@@ -449,7 +465,7 @@ def _json_list(value: list[Any], level: int, untrack: Callable[[int], None]) -> 
         items = []
         for item in value:
             if type(item) not in _JSON_LEAVES:
-                item = _json_value(item, level, untrack)
+                item = _json_value(item, level, untrack, dropped)
                 if item is _NOT_JSON:
                     return None
             items.append(item)
@@ -461,15 +477,15 @@ def _json_list(value: list[Any], level: int, untrack: Callable[[int], None]) -> 
 _NOT_JSON = object()
 
 
-def _json_value(item: Any, level: int, untrack: Callable[[int], None]) -> Any:
+def _json_value(item: Any, level: int, untrack: Callable[[int], None], dropped: list[Any]) -> Any:
     """A value that is not a str, int, bool or None, sealed; `_NOT_JSON` if it is not JSON."""
     kind = type(item)
     if kind is float:
         return item if item - item == 0.0 else _NOT_JSON
     if kind is dict:
-        found: Any = _json_dict(item, level + 1, FrozenDict, untrack)
+        found: Any = _json_dict(item, level + 1, FrozenDict, untrack, dropped)
     elif kind is list:
-        found = _json_list(item, level + 1, untrack)
+        found = _json_list(item, level + 1, untrack, dropped)
     else:
         return _NOT_JSON
     return _NOT_JSON if found is None else found

@@ -75,9 +75,12 @@ class SealedJSON(FrozenDict):
     int, finite float, bool and None, and sealed dicts and lists of them, at most
     `JSON_DEPTH` deep. It reads back from JSON equal, so a save need not walk it again (a
     model's raw response: see `tenxgraph.core.llm.wire_in`). Internal: nothing else may make
-    one."""
+    one. `text` is its JSON as pydantic writes it, for the stores: pydantic writes the frozen
+    containers inside it several times slower than plain ones."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    text: str
 
 
 #: how deep a `SealedJSON` may nest (dicts and lists inside it)

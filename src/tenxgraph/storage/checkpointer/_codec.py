@@ -19,6 +19,7 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 from tenxgraph.core.exceptions import SerializationError
 from tenxgraph.core.state import AgentState, ExecutionState, Message, TextBlock
 from tenxgraph.core.state._depth import MAX_DEPTH
+from tenxgraph.core.state.sealed import SealedJSON
 from tenxgraph.storage.checkpointer._storable import (
     OWN_FIELDS,
     SHALLOW_JSON,
@@ -165,9 +166,13 @@ def encode_message(message: Message, *, id_column: bool = False) -> str:
         omitted.add("metadata")
     if id_column and plain_id(fields.get("message_id")):
         omitted.add("message_id")
+    raw = fields.get("raw")
+    if type(raw) is SealedJSON:  # a model's raw response: its JSON was written when it came
+        omitted.add("raw")
     try:
         text = message.__pydantic_serializer__.to_json(message, exclude=omitted).decode()
-        return _without_bare_annotations(message, text, omitted)
+        text = _without_bare_annotations(message, text, omitted)
+        return text if type(raw) is not SealedJSON else text[:-1] + ',"raw":' + raw.text + "}"
     except PydanticSerializationError as exc:
         problem = unwritable_problem(message, exc, frozenset())
         raise SerializationError(
