@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import sys
@@ -343,6 +344,10 @@ def test_a_plain_json_raw_is_sealed_once_and_not_walked_again_by_a_save() -> Non
         raw["choices"][0]["message"]["content"] = "changed"  # type: ignore[index]
     with pytest.raises(SealedError):
         raw["usage"]["prompt_tokens"] = 0  # type: ignore[index]
+    mine = copy.deepcopy(raw)  # a copy is the caller's own, plain and changeable
+    mine["usage"]["prompt_tokens"] = 0
+    assert type(mine) is dict
+    assert raw["usage"]["prompt_tokens"] == 3
     if sys.implementation.name == "cpython":  # nothing in it for the cycle collector
         assert not gc.is_tracked(raw)
         assert not gc.is_tracked(raw["choices"][0])
