@@ -162,6 +162,22 @@ def test_sealed_messages_share_their_fields_set_and_copies_get_their_own() -> No
     assert "reasoning" not in two.__pydantic_fields_set__
 
 
+def test_messages_of_one_class_set_differently_keep_their_own_fields_set_when_sealed() -> None:
+    # sealing remembers the last shared set of each class: a message whose set differs from
+    # it must still get one equal to its own
+    plain = Message.text_message("a")
+    with_reasoning = Message(role="assistant", content=[], reasoning="why")
+    expected = [set(m.model_fields_set) for m in (plain, with_reasoning)]
+    assert expected[0] != expected[1]
+    again = Message.text_message("b")
+    for message in (plain, with_reasoning, again):
+        seal(message)
+    assert plain.model_fields_set == expected[0]
+    assert with_reasoning.model_fields_set == expected[1]
+    assert again.model_fields_set == expected[0]
+    assert again.__pydantic_fields_set__ is plain.__pydantic_fields_set__
+
+
 def test_a_sealed_message_is_left_to_reference_counting_not_the_cycle_collector() -> None:
     import gc
     import weakref

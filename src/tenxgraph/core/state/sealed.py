@@ -109,13 +109,21 @@ _EMPTY_DICT = FrozenDict()
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
-def _shared_fields_set(names: set[str]) -> set[str]:
+_LAST_SHARED: dict[type[BaseModel], _SharedFieldsSet] = {}  # per class, the last one given
+
+
+def _shared_fields_set(cls: type[BaseModel], names: set[str]) -> set[str]:
+    last = _LAST_SHARED.get(cls)
+    if last is not None and last == names:  # the usual case: a class's models set alike
+        return last
     key = frozenset(names)
     found = _FIELDS_SETS.get(key)
     if found is None:
         if len(_FIELDS_SETS) >= 4096:  # models of very many shapes: stop sharing
             return names
         found = _FIELDS_SETS[key] = _SharedFieldsSet(names)
+    if len(_LAST_SHARED) < 4096 or cls in _LAST_SHARED:  # (classes made at run time: bounded)
+        _LAST_SHARED[cls] = found
     return found
 
 
@@ -322,7 +330,7 @@ def _seal_model(model: BaseModel) -> BaseModel:
     if frozen is None:
         frozen = _frozen_dict(fields)  # untracked when all it holds is
     _set_dict(model, frozen)
-    _set_fields_set(model, _shared_fields_set(model.__pydantic_fields_set__))
+    _set_fields_set(model, _shared_fields_set(type(model), model.__pydantic_fields_set__))
     if not gc.is_tracked(frozen) and model.__pydantic_private__ is None:
         _untrack(id(model))  # holds only a sealed tree (in slots too) and a set of field names
     return model
