@@ -418,7 +418,6 @@ def sealed_raw(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 _JSON_LEAVES = frozenset({str, int, bool, type(None)})  # floats: checked for NaN one by one
-_HARMLESS_KEYS: set[str] = set()  # str keys known not to hold a credential (bounded)
 
 
 def _json_dict(
@@ -428,15 +427,13 @@ def _json_dict(
     untrack: Callable[[int], None],
     dropped: list[Any],
 ) -> FrozenDict | None:
-    if not _HARMLESS_KEYS.issuperset(value):
+    if not _SAFE_KEYS.issuperset(value):  # (it holds str keys only)
         for key in value:
             if type(key) is not str:
                 return None
         if any(_is_secret(key) for key in value):
             value = {k: v for k, v in value.items() if not _is_secret(k)}
             dropped.append(True)
-        elif len(_HARMLESS_KEYS) < _MAX_SAFE_KEYS:
-            _HARMLESS_KEYS.update(value)
     if _JSON_LEAVES.issuperset(map(type, value.values())):  # a leaf: one C-level pass
         frozen = kind(value)
     else:
@@ -499,8 +496,9 @@ def scrub(value: Any) -> Any:
 
 # keys seen and known to hold no credential: responses use the same few dozen keys every time,
 # so a dict whose keys are all known passes with one set check (bounded, for providers that put
-# ids in keys); a key is lower-cased and looked up once
-_SAFE_KEYS: set[Any] = set()
+# ids in keys); a key is lower-cased and looked up once. Only str keys are kept, so that a dict
+# whose keys all are in it has str keys only (what `sealed_raw` needs to know)
+_SAFE_KEYS: set[str] = set()
 _MAX_SAFE_KEYS = 4096
 
 
@@ -508,9 +506,11 @@ def _is_secret(key: Any) -> bool:
     """Whether `key` may hold a credential; each harmless key's verdict is worked out once."""
     if key in _SAFE_KEYS:
         return False
-    if isinstance(key, str) and key.lower() in _SECRET_KEYS:
+    if not isinstance(key, str):
+        return False  # only a name can say it holds a credential
+    if key.lower() in _SECRET_KEYS:
         return True
-    if len(_SAFE_KEYS) < _MAX_SAFE_KEYS:
+    if type(key) is str and len(_SAFE_KEYS) < _MAX_SAFE_KEYS:
         _SAFE_KEYS.add(key)
     return False
 

@@ -421,9 +421,7 @@ def untrack_history(history: list[Any]) -> None:
     stay tracked or not on their own. It is left to reference counting: a history is not in
     a reference cycle unless a message in it is made to hold the history itself (such a
     cycle is then never freed), and leaving an object untracked never frees anything early."""
-    if not _untracking_ready:
-        _set_up_untracking()
-    _untrack(id(history))
+    untracker()(id(history))
 
 
 def _untracked(container: FrozenList | FrozenDict) -> bool:
