@@ -11,6 +11,8 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
 import asyncio
+import copy
+import pickle
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from tenxgraph.core.llm import FunctionModel
 from tenxgraph.core.llm.retry import RetryConfig
 from tenxgraph.core.llm.summary import SummaryContextManager
 from tenxgraph.core.state import AgentState, ExecutionState, Message, TokenUsages
-from tenxgraph.core.state.usage import Usage
+from tenxgraph.core.state.usage import NO_USAGE, Usage
 from tenxgraph.prebuilt import ReactAgent
 from tenxgraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from tenxgraph.utils.constants import END, START
@@ -472,3 +474,104 @@ async def test_a_step_that_fails_after_a_call_still_adds_it_to_the_thread(
     total = state.execution_meta.usage
     assert total.model_calls == 1  # ...but the money it spent
     assert total.cost == pytest.approx(model.expected()[2])
+
+
+# -- the running total is counted in place: what that must not change -----------------------
+
+
+def _answering(costs: list[object], per_run: int = 1) -> Any:
+    """A graph whose node answers `per_run` times a run (5 input, 2 output tokens each),
+    each answer priced at the next of `costs`."""
+    left = list(costs)
+
+    def node(state: AgentState) -> dict[str, Any]:
+        answer = Message.text_message("hi", "assistant")
+        answer.usages = TokenUsages(prompt_tokens=5, completion_tokens=2, total_tokens=7)
+        answer.metadata["cost"] = left.pop(0)
+        return {"context": [answer]}
+
+    def again(state: AgentState) -> str:
+        roles = [m.role for m in state.context]
+        answered = len(roles) - 1 - max(i for i, role in enumerate(roles) if role == "user")
+        return "n" if answered < per_run else END
+
+    graph = StateGraph()
+    graph.add_node("n", node)
+    graph.add_edge(START, "n")
+    graph.add_conditional_edges("n", again, {"n": "n", END: END})
+    return graph
+
+
+async def test_a_runs_cost_is_the_sum_of_its_calls_on_a_thread_that_had_spent() -> None:
+    # the thread's total is counted into in place and the run's share taken back out of it:
+    # the cost must be the run's own sum, not a difference of two sums (0.3 - 0.1 != 0.2)
+    app = _answering([0.1, 0.2]).compile(checkpointer=InMemoryCheckpointer())
+    config = thread()
+    first = (await app.ainvoke(said("one"), config))["token_usage"]
+    second = (await app.ainvoke(said("two"), config))["token_usage"]
+    assert (first["cost"], first["model_calls"]) == (0.1, 1)
+    assert (second["cost"], second["model_calls"]) == (0.2, 1)
+    assert second["total_input_tokens"] == 5
+    state = await app.aget_state(config)
+    assert state is not None
+    assert state.execution_meta.usage.model_calls == 2
+    assert state.execution_meta.usage.cost == 0.1 + 0.2
+
+
+async def test_a_cost_too_large_for_a_float_is_unknown_and_the_thread_keeps_its_calls(
+    tmp_path: Path,
+) -> None:
+    # (an infinite or NaN cost is refused with the message that holds it, when it is saved)
+    cost = 10**400
+    path = tmp_path / "threads.db"
+    config = thread()
+    store = SqliteCheckpointer(path)
+    try:
+        usage = (await _answering([cost]).compile(checkpointer=store).ainvoke(said("hi"), config))[
+            "token_usage"
+        ]
+    finally:
+        await store.aclose()
+    assert (usage["cost"], usage["unpriced_calls"], usage["model_calls"]) == (None, 1, 1)
+    store = SqliteCheckpointer(path)  # a new process
+    try:
+        state = await _answering([]).compile(checkpointer=store).aget_state(config)
+    finally:
+        await store.aclose()
+    assert state is not None
+    total = state.execution_meta.usage
+    assert (total.model_calls, total.input_tokens, total.unpriced_calls) == (1, 5, 1)
+    assert total.cost is None
+
+
+async def test_the_states_a_stream_handed_out_keep_the_total_of_their_step() -> None:
+    app = _answering([0.5, 0.25, 0.125, 1.0, 1.0, 1.0], 3).compile(
+        checkpointer=InMemoryCheckpointer()
+    )
+    config = thread()
+    states = [c.state async for c in app.astream(said("hi"), config, "full") if c.state]
+    counted = [(s.execution_meta.usage.model_calls, s.execution_meta.usage.cost) for s in states]
+    assert counted[-3:] == [(1, 0.5), (2, 0.75), (3, 0.875)]
+    kept = await app.aget_state(config)
+    assert kept is not None
+    handed = kept.execution_meta.usage
+    await app.ainvoke(said("again"), config)  # a later run counts into a total of its own
+    assert (handed.model_calls, handed.cost) == (3, 0.875)
+
+
+def test_a_thread_that_has_spent_nothing_shares_one_total_that_cannot_change() -> None:
+    meta = ExecutionState(current_node="n")
+    assert meta.usage is NO_USAGE
+    assert ExecutionState.model_validate_json('{"current_node": "n"}').usage is NO_USAGE
+    assert Usage() == NO_USAGE
+    assert Usage(model_calls=1) != NO_USAGE
+    with pytest.raises(TypeError, match=r"Usage\(\) of your own"):
+        meta.usage.model_calls += 1
+    assert NO_USAGE.model_calls == 0
+    assert repr(NO_USAGE) == repr(Usage())
+    assert copy.deepcopy(meta).usage is NO_USAGE
+    assert copy.copy(NO_USAGE) is NO_USAGE
+    assert pickle.loads(pickle.dumps(meta)).usage is NO_USAGE
+    own = NO_USAGE.copy()
+    own.model_calls += 1  # a copy is an ordinary total
+    assert own.model_calls == 1

@@ -13,6 +13,7 @@ or a tool call inside a node reports to it without being handed anything.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -55,6 +56,7 @@ class Observer:
 
     __slots__ = (
         "_base",
+        "_run_cost",
         "_tallied",
         "content",
         "context",
@@ -64,10 +66,10 @@ class Observer:
         "meter",
         "run_id",
         "span",
+        "spent",
         "started",
         "thread_id",
         "tracer",
-        "usage",
         "watching",
     )
 
@@ -87,14 +89,17 @@ class Observer:
         self.tracer = tracer
         self.content = content and tracer is not None
         self.watching = hooks is not None or tracer is not None
-        self.usage = Usage()
-        self.counted: set[str | int] = set()  # answers whose calls are in `usage`
+        # what the run spent; from its first tally on, the thread's running total, which
+        # that tally put in the state and which later counts add to in place
+        self.spent = Usage()
+        self.counted: set[str | int] = set()  # answers whose calls are in `spent`
         self.started = 0.0
         self.span: Any = None
         self.context: Any = None  # the OpenTelemetry context with the run's span
         self.meter: Meter | None = None  # the run's budget and spending, if it has a budget
-        self._tallied = 0  # the model and tool calls gone into the thread's total so far
-        self._base: Usage | None = None
+        self._tallied = 0  # the model and tool calls `spent` held at the last tally
+        self._base: Usage | None = None  # the thread's total before this run (first tally)
+        self._run_cost = 0.0  # the run's priced cost, added up as counted (exact)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -183,41 +188,61 @@ class Observer:
                 _events().Interrupted(self.run_id, self.thread_id, node, reason, data)
             )
 
+    @property
+    def usage(self) -> Usage:
+        """What this run spent (its own calls and tools, and its subgraphs')."""
+        base = self._base
+        return self.spent if base is None else self.spent.less(base, self._run_cost)
+
     def tally(self, meta: ExecutionState) -> None:
-        """Add what was spent since the last tally to the thread's running total (saved with
-        the next checkpoint)."""
+        """Put the thread's running total, with what was spent since the last tally, in
+        `meta` (saved with the next checkpoint). The first tally that has something to add
+        makes the total (the thread's before this run, plus the run's so far) and puts it in
+        the state; the counts after it go into it in place, so a step pays no copy."""
         if self.meter is not None:
             self.meter.keep(meta.internal_data, meta.status == ExecutionStatus.COMPLETED)
-        usage = self.usage
-        counted = usage.model_calls + usage.tool_calls
+        spent = self.spent
+        counted = spent.model_calls + spent.tool_calls
         if counted == self._tallied:  # the usual step: no model call, no tool run
             return
-        if self._base is None:  # the thread's total before this run's first tally
-            self._base = meta.usage
-        meta.__dict__["usage"] = self._base.plus(usage)  # a value of its own type: no check
-        meta.__pydantic_fields_set__.add("usage")
+        fields = meta.__dict__
+        if fields["usage"] is not spent:
+            if self._base is None:  # the thread's total before this run's first tally
+                self._base = fields["usage"]
+                spent = self.spent = self._base.plus(spent)
+                counted = spent.model_calls + spent.tool_calls
+            fields["usage"] = spent  # a value of its own type: no check
+            meta.__pydantic_fields_set__.add("usage")
         self._tallied = counted
 
     def absorb(self, other: Observer) -> None:
         """Count what a run nested in this one (a subgraph's) spent as this run's too."""
-        if other.usage.model_calls or other.usage.tool_calls:
-            self.usage = self.usage.plus(other.usage)
+        theirs = other.spent
+        if theirs.model_calls or theirs.tool_calls:
+            self.spent.add(other.usage)
+            self._run_cost += other._run_cost
             self.counted |= other.counted
 
     def count_tool(self) -> None:
         """Count one tool the run ran (for the thread's total: `Usage.tool_calls`)."""
-        self.usage.tool_calls += 1
+        self.spent.tool_calls += 1
 
     def count_call(self, answer: Message, free: bool) -> float | None:
         """Count one model call's answer (once); its cost, 0 for a `free` (offline) model."""
-        cost = _cost_of(answer)
-        if cost is None and free:
-            cost = 0.0
-        if answer.message_id not in self.counted:
-            self.counted.add(answer.message_id)
-            self.usage.add_call(answer.usages, cost)
+        cost = answer.metadata.get("cost")
+        if type(cost) is not float or cost - cost:  # (not 0.0: an infinite or NaN cost)
+            cost = None if cost is None else _cost_of(cost)
+            if cost is None and free:
+                cost = 0.0
+        key = answer.message_id
+        counted = self.counted
+        if key not in counted:
+            counted.add(key)
+            tokens = answer.usages
+            self.spent.add_call(tokens, cost)
+            if cost is not None:
+                self._run_cost += cost
             if self.meter is not None:
-                tokens = answer.usages
                 spending = self.meter.spending
                 if tokens is None:
                     spending.add_usage(0, 0, cost)
@@ -233,8 +258,9 @@ class Observer:
 
     def count_answers(self, messages: Sequence[Message]) -> None:
         """Count answers a node made without a model call we saw (its own client, say)."""
+        counted = self.counted
         for message in messages:
-            if message.usages is not None:
+            if message.usages is not None and message.message_id not in counted:
                 self.count_call(message, False)
 
     # -- nodes -----------------------------------------------------------------------------
@@ -278,11 +304,15 @@ def _conflict(error: BaseException | None) -> bool:
     return isinstance(error, ThreadBusyError | LeaseLostError | StaleStateError)
 
 
-def _cost_of(message: Message) -> float | None:
-    meta = message.metadata
-    cost = meta.get("cost")
-    if type(cost) is float or (isinstance(cost, (int, float)) and not isinstance(cost, bool)):
-        return float(cost)
+def _cost_of(cost: object) -> float | None:
+    """An answer's ``metadata["cost"]`` as a float; None when it is not a finite number
+    (a total that cannot be stored is no total)."""
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        try:
+            cost = float(cost)
+        except OverflowError:
+            return None
+        return cost if math.isfinite(cost) else None
     return None
 
 

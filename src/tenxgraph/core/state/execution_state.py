@@ -12,7 +12,7 @@ from pydantic import (
     field_validator,
 )
 
-from tenxgraph.core.state.usage import Usage
+from tenxgraph.core.state.usage import NO_USAGE, Usage
 
 
 class ExecutionStatus(StrEnum):
@@ -52,7 +52,7 @@ class ExecutionState(BaseModel):
     stop_current_execution: StopRequestStatus = StopRequestStatus.NONE
     internal_data: dict[str, Any] = Field(default_factory=dict)
     # what the thread's model calls have cost so far and the tools it ran, every run added up
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = NO_USAGE  # shared while nothing is spent; a tally puts a total of its own
 
     @field_validator("usage", mode="wrap")
     @classmethod
@@ -62,7 +62,7 @@ class ExecutionState(BaseModel):
         try:
             found: Usage = read(value)
         except ValidationError:
-            return Usage()
+            return NO_USAGE
         return found
 
     @classmethod
