@@ -236,18 +236,29 @@ class Observer:
                 cost = 0.0
         key = answer.message_id
         counted = self.counted
-        if key not in counted:
-            counted.add(key)
-            tokens = answer.usages
-            self.spent.add_call(tokens, cost)
-            if cost is not None:
-                self._run_cost += cost
-            if self.meter is not None:
-                spending = self.meter.spending
-                if tokens is None:
-                    spending.add_usage(0, 0, cost)
-                else:
-                    spending.add_usage(tokens.prompt_tokens, tokens.completion_tokens, cost)
+        if key in counted:
+            return cost
+        counted.add(key)
+        spent = self.spent  # (spelt out here rather than a method of `Usage`: every call)
+        spent.model_calls += 1
+        tokens = answer.usages
+        if tokens is not None:
+            spent.input_tokens += tokens.prompt_tokens
+            spent.output_tokens += tokens.completion_tokens
+            spent.reasoning_tokens += tokens.reasoning_tokens
+            spent.cache_read_tokens += tokens.cache_read_input_tokens
+            spent.cache_write_tokens += tokens.cache_creation_input_tokens
+        if cost is None:
+            spent.unpriced_calls += 1
+        else:
+            spent.priced_cost += cost
+            self._run_cost += cost
+        if self.meter is not None:
+            spending = self.meter.spending
+            if tokens is None:
+                spending.add_usage(0, 0, cost)
+            else:
+                spending.add_usage(tokens.prompt_tokens, tokens.completion_tokens, cost)
         return cost
 
     def metered(self) -> Meter:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from tenxgraph.core.state.message import TokenUsages
-
 
 @dataclass(slots=True, eq=False)
 class Usage:
@@ -33,20 +31,6 @@ class Usage:
     def cost(self) -> float | None:
         """The cost in US dollars; None when a call's price is unknown (never a guess)."""
         return None if self.unpriced_calls else self.priced_cost
-
-    def add_call(self, tokens: TokenUsages | None, cost: float | None) -> None:
-        """Count one model call."""
-        self.model_calls += 1
-        if tokens is not None:
-            self.input_tokens += tokens.prompt_tokens
-            self.output_tokens += tokens.completion_tokens
-            self.reasoning_tokens += tokens.reasoning_tokens
-            self.cache_read_tokens += tokens.cache_read_input_tokens
-            self.cache_write_tokens += tokens.cache_creation_input_tokens
-        if cost is None:
-            self.unpriced_calls += 1
-        else:
-            self.priced_cost += cost
 
     def plus(self, other: Usage) -> Usage:
         """This and `other` added up (every step with a model call: spelt out, no loop)."""
