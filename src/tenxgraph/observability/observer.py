@@ -209,7 +209,9 @@ class Observer:
         if fields["usage"] is not spent:
             if self._base is None:  # the thread's total before this run's first tally
                 self._base = fields["usage"]
-                spent = self.spent = self._base.plus(spent)
+                total = self._base.copy()
+                total.add(spent)
+                spent = self.spent = total
                 counted = spent.model_calls + spent.tool_calls
             fields["usage"] = spent  # a value of its own type: no check
             meta.__pydantic_fields_set__.add("usage")

@@ -32,20 +32,6 @@ class Usage:
         """The cost in US dollars; None when a call's price is unknown (never a guess)."""
         return None if self.unpriced_calls else self.priced_cost
 
-    def plus(self, other: Usage) -> Usage:
-        """This and `other` added up (every step with a model call: spelt out, no loop)."""
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.reasoning_tokens + other.reasoning_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            self.model_calls + other.model_calls,
-            self.priced_cost + other.priced_cost,
-            self.unpriced_calls + other.unpriced_calls,
-            self.tool_calls + other.tool_calls,
-        )
-
     def add(self, other: Usage) -> None:
         """Add `other`'s counts and cost to this one's."""
         self.input_tokens += other.input_tokens

@@ -167,12 +167,14 @@ def encode_message(message: Message, *, id_column: bool = False) -> str:
     if id_column and plain_id(fields.get("message_id")):
         omitted.add("message_id")
     raw = fields.get("raw")
-    if type(raw) is SealedJSON:  # a model's raw response: its JSON was written when it came
+    # a model's raw response: its JSON was written when it came
+    written = raw.text if type(raw) is SealedJSON else None
+    if written is not None:
         omitted.add("raw")
     try:
         text = message.__pydantic_serializer__.to_json(message, exclude=omitted).decode()
         text = _without_bare_annotations(message, text, omitted)
-        return text if type(raw) is not SealedJSON else text[:-1] + ',"raw":' + raw.text + "}"
+        return text if written is None else text[:-1] + ',"raw":' + written + "}"
     except PydanticSerializationError as exc:
         problem = unwritable_problem(message, exc, frozenset())
         raise SerializationError(
