@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from tenxgraph.core.exceptions import SerializationError, StorageError
+from tenxgraph.core.exceptions import SerializationError, StorageError, ThreadBusyError
 from tenxgraph.core.graph import StateGraph
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import PAGE, LazyHistory
 from tenxgraph.core.state.sealed import is_sealed
 from tenxgraph.storage.checkpointer import BaseCheckpointer
+from tenxgraph.storage.checkpointer.lease import Lease
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
 from tests.storage.conftest import Backend
 
@@ -359,3 +360,92 @@ async def test_system_messages_among_the_recent_ones_need_no_query(sql_backend: 
     # a range reaching below the recent messages asks the store about that part only
     assert [m.message_id for m in history.with_role_system(1, LONG)] == ["sys"]
     assert asked == [(1, LONG - RECENT_MESSAGES)]
+
+
+class Copies:
+    """Counts the copies of lazy histories (`LazyHistory._derive`, what a merge makes)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = LazyHistory._derive
+
+        def counted(history: LazyHistory) -> LazyHistory:
+            self.count += 1
+            return original(history)
+
+        monkeypatch.setattr(LazyHistory, "_derive", counted)
+
+
+async def test_a_cold_turn_appends_its_input_to_the_history_it_read(
+    sql_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history read from the store for a run is held by that run alone: the input is
+    appended to it in place (a merge copies every position, 50,000 slots at 50,000 messages);
+    the node's answer is merged as ever, into a copy."""
+    await seed(sql_backend.store)
+    copies = Copies(monkeypatch)
+    seen: list[list[Message]] = []
+
+    def node(state: AgentState) -> Message:
+        seen.append(state.context)
+        return reply(state)
+
+    app = app_on(sql_backend.open(), node)
+    await app.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    assert copies.count == 1  # the node's merge only
+    assert [m.text() for m in seen[0][-2:]] == [f"m{LONG - 1}", "new"]
+    await app.ainvoke({"messages": [Message.text_message("again")]}, {"thread_id": "t"})
+    assert copies.count == 3  # a kept history is merged into a copy, input and answer alike
+    assert [m.text() for m in seen[0][-2:]] == [f"m{LONG - 1}", "new"]  # unchanged since
+    stored = await sql_backend.open().aload("t", AgentState)
+    assert stored is not None
+    assert [m.text() for m in stored.state.context][LONG - 1 :] == [
+        f"m{LONG - 1}",
+        "new",
+        "reply to new",
+        "again",
+        "reply to again",
+    ]
+
+
+async def test_a_history_kept_by_update_state_is_not_appended_in_place(
+    sql_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`update_state` without messages keeps the very history it read; the next run may not
+    append to it in place (whatever kept it may still hold it)."""
+    await seed(sql_backend.store)
+    app = app_on(sql_backend.open(), reply)
+    await app.aupdate_state({"thread_id": "t"}, {"context_summary": "so far"})
+    copies = Copies(monkeypatch)
+    await app.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    assert copies.count == 2
+    stored = await sql_backend.open().aload("t", AgentState)
+    assert stored is not None
+    assert stored.state.context_summary == "so far"
+    assert [m.text() for m in stored.state.context][-2:] == ["new", "reply to new"]
+
+
+async def test_a_run_refused_at_its_first_save_keeps_nothing_of_its_input(
+    sql_backend: Backend,
+) -> None:
+    """The input is appended in place to the run's own read of the thread: a run refused at
+    its first save (another run holds the thread) leaves nothing of it, in the store or in
+    the app, and the next run reads the thread afresh."""
+    await seed(sql_backend.store)
+    holder = sql_backend.open()
+    version = await holder.aversion("t")
+    lease = Lease("another-run", 30.0)
+    await holder.asave(
+        "t", expected_version=version, state=AgentState(), new_messages=[], lease=lease
+    )
+    app = app_on(sql_backend.open(), reply)
+    with pytest.raises(ThreadBusyError):
+        await app.ainvoke({"messages": [Message.text_message("refused")]}, {"thread_id": "t"})
+    await holder.arelease_lease("t", "another-run")
+    result = await app.ainvoke({"messages": [Message.text_message("new")]}, {"thread_id": "t"})
+    assert [m.text() for m in result["messages"]] == ["new", "reply to new"]
+    stored = await sql_backend.open().aload("t", AgentState)
+    assert stored is not None
+    texts = [m.text() for m in stored.state.context]
+    assert "refused" not in texts
+    assert texts[LONG - 1 :] == [f"m{LONG - 1}", "new", "reply to new"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import PAGE, LazyHistory
-from tenxgraph.core.state.reducers import add_messages, all_stored, seal_history
+from tenxgraph.core.state.reducers import add_messages, all_stored, append_messages, seal_history
 from tenxgraph.core.state.sealed import is_sealed, seal
 
 
@@ -131,6 +131,22 @@ def test_a_merge_skips_a_message_already_in_the_store() -> None:
     assert pager.reads == []
     assert all_stored(merged, [log[5], log[-1]])
     assert not all_stored(merged, [Message.text_message("never seen")])
+
+
+def test_appending_in_place_skips_stored_messages_and_fetches_nothing() -> None:
+    """What a run does to the history it has just read: `claim` says so once (its copies
+    never), and `append_messages` appends to it, a message left in the store skipped."""
+    history, pager, log = lazy(1000, 10)
+    assert history.claim()
+    assert not history.claim()
+    assert not history.copy().claim()
+    again = log[5].model_copy(deep=True)
+    new = Message.text_message("new")
+    assert append_messages(history, [again, new]) == [new]
+    assert len(history) == 1001
+    assert history[-1] is new
+    assert pager.reads == []
+    assert all_stored(history, [log[5], new])
 
 
 def test_sealing_a_lazy_history_fetches_nothing() -> None:

@@ -20,6 +20,7 @@ from tenxgraph.core.state import (
     replace_messages,
     replace_value,
 )
+from tenxgraph.core.state.reducers import MessageHistory, append_messages
 from tests._helpers import naive_add_messages, same_objects
 
 
@@ -373,6 +374,20 @@ def test_mutating_a_plain_list_left_between_merges() -> None:
 
 
 # -- the other reducers -----------------------------------------------------------------------
+
+
+def test_append_messages_follows_add_messages_rules_in_place() -> None:
+    """`append_messages` (what a run does to the history it has just read) appends to the
+    history itself, by the rules of `add_messages`, and says what it appended; a merge into
+    the history afterwards sees those ids."""
+    history = MessageHistory([msg("a"), msg("b")])
+    same = history
+    appended = append_messages(history, [msg("b"), msg("c"), msg("d", delta=True), msg("c")])
+    assert history is same
+    assert ids(history) == ["a", "b", "c"]
+    assert ids(appended) == ["c"]
+    assert ids(add_messages(history, [msg("c"), msg("e")])) == ["a", "b", "c", "e"]
+    assert ids(append_messages(history, msg("a"))) == []
 
 
 def test_replace_messages_returns_right_as_a_new_list() -> None:

@@ -23,7 +23,7 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.agent_state import RESERVED_FIELDS
 from tenxgraph.core.state.execution_state import ExecutionStatus, StopRequestStatus
 from tenxgraph.core.state.lazy_history import LazyHistory
-from tenxgraph.core.state.reducers import all_stored
+from tenxgraph.core.state.reducers import all_stored, append_messages
 from tenxgraph.core.state.spending import ENDED_KEY, SPENT_KEY, Spending
 from tenxgraph.core.state.thread_spending import (
     THREAD_PREFIX,
@@ -183,12 +183,17 @@ class Opening:
             set_fields(meta, current_node=START)
         meta.internal_data.pop("error", None)
         before = state.context
-        if messages:
+        appended = None
+        if messages and program.append_only and type(before) is LazyHistory and before.claim():
+            appended = append_messages(before, messages)  # read for this run: held by it alone
+        elif messages:
             set_fields(state, context=program.merge_messages(before, messages))
         # a fork from an earlier version rewrites the log to that version's history
         added = (
             None
             if forked
+            else appended
+            if appended is not None
             else log_entries(before, state.context, program.append_only, version is None)
         )
         self.version = await self.keeper.save(state, version, added)

@@ -17,6 +17,7 @@ from tenxgraph.core.graph.program import Program
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
+from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.storage.checkpointer.base import same_version
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
@@ -193,6 +194,9 @@ class Threads:
             return
         live = self.live
         self._forget(thread_id)
+        history = state.context
+        if type(history) is LazyHistory:  # others may hold a kept one: never appended in place
+            history.claim()
         size = STATE_BYTES + MESSAGE_BYTES * in_memory(state.context)
         live[thread_id] = (version, state, size)
         self.live_bytes += size
