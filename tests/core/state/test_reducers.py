@@ -387,7 +387,7 @@ def test_append_messages_follows_add_messages_rules_in_place() -> None:
     assert ids(history) == ["a", "b", "c"]
     assert ids(appended) == ["c"]
     assert ids(add_messages(history, [msg("c"), msg("e")])) == ["a", "b", "c", "e"]
-    assert ids(append_messages(history, msg("a"))) == []
+    assert ids(append_messages(history, [msg("a")])) == []
 
 
 def test_replace_messages_returns_right_as_a_new_list() -> None:

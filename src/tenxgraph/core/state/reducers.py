@@ -107,31 +107,12 @@ def add_messages(left: Sequence[Message], right: Sequence[Message] | Message) ->
     The result is a new list; `left` is never modified or reordered. Within `right`, the first
     message with a given id wins. Cost: O(len(right)) plus one list copy.
     """
-    derive = getattr(left, "_derive", None)  # a lazy history: a copy that fetches nothing
-    index = _index_of(left)
-    merged: MessageHistory = MessageHistory(left) if derive is None else derive()
-    _append_new(merged, left, index, right)
-    return merged
-
-
-def append_messages(history: MessageHistory, right: Sequence[Message] | Message) -> list[Message]:
-    """`add_messages` in place: appends to `history` itself (no copy) and returns what it
-    appended. Only for a history nothing else holds (a run's thread just read from its
-    store): whoever held it would see it change."""
-    return _append_new(history, history, _index_of(history), right)
-
-
-def _append_new(
-    merged: MessageHistory,
-    left: Sequence[Message],
-    index: _IdIndex,
-    right: Sequence[Message] | Message,
-) -> list[Message]:
-    """Append to `merged` (`left` or its copy) the messages of `right` that `left` lacks;
-    what was appended."""
     if isinstance(right, Message):
         right = (right,)
+    index = _index_of(left)
     ids = index.ids
+    derive = getattr(left, "_derive", None)  # a lazy history: a copy that fetches nothing
+    merged: MessageHistory = MessageHistory(left) if derive is None else derive()
     # The index may be shared with `left`: update it only once the merge can no longer fail.
     new_ids: set[str | int] = set()
     added: list[Message] = []
@@ -140,9 +121,8 @@ def _append_new(
             continue
         new_ids.add(message.message_id)
         added.append(message)
-    stored_ids = getattr(left, "stored_ids", None)
-    if stored_ids is not None and added:  # ids may also be among the messages left in the store
-        stored = stored_ids(new_ids)
+    if derive is not None and added:  # ids may also be among the messages left in the store
+        stored = left.stored_ids(new_ids)  # type: ignore[attr-defined]
         if stored:
             added = [m for m in added if m.message_id not in stored]
             new_ids -= stored
@@ -152,6 +132,30 @@ def _append_new(
     index.size = len(merged)
     merged._index = index
     untrack_history(merged)
+    return merged
+
+
+def append_messages(history: MessageHistory, right: Sequence[Message]) -> list[Message]:
+    """`add_messages` in place: appends to `history` itself, by the same rules, and returns
+    what it appended. Only for a history nothing else holds (a run's thread as just read from
+    its store, see `LazyHistory.claim`): whoever held it would see it change. (Written apart
+    from `add_messages`, which runs at every step, to keep that one call shorter.)"""
+    index = _index_of(history)
+    ids = index.ids
+    seen: set[str | int] = set()
+    added = []
+    for message in right:
+        if not (message.delta or message.message_id in ids or message.message_id in seen):
+            seen.add(message.message_id)
+            added.append(message)
+    in_store = getattr(history, "stored_ids", None)  # a lazy history: ask its store
+    stored = in_store(seen) if in_store is not None and added else ()
+    added = [m for m in added if m.message_id not in stored]
+    for message in added:
+        list.append(history, message)
+    ids.update(m.message_id for m in added)
+    index.size = len(history)
+    history._index = index
     return added
 
 
