@@ -72,6 +72,23 @@ def test_import_does_not_pull_in_io_libraries(module: str, tmp_path: Path) -> No
     assert proc.stdout.strip() == "[]"
 
 
+def test_the_first_import_leaves_the_stores_for_compile(tmp_path: Path) -> None:
+    """`import tenxgraph` with `StateGraph`, `AgentState` and `Message` loads no checkpointer
+    and no codec of theirs (nor `json`): `compile()` loads the store it needs. (A run's code
+    checks a kept version with `checkpointer.versions`, not the stores' base.)"""
+    code = (
+        "import sys\n"
+        "import tenxgraph\n"
+        "from tenxgraph import StateGraph, AgentState, Message\n"
+        "names = ['json', 'tenxgraph.storage.checkpointer.base',\n"
+        "         'tenxgraph.storage.checkpointer._codec', 'tenxgraph.storage.checkpointer.memory']\n"
+        "print([n for n in names if n in sys.modules])\n"
+    )
+    proc = run_python("-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_building_an_agent_graph_does_not_import_litellm(tmp_path: Path) -> None:
     """litellm costs seconds to import: it loads on the first real model call, not before."""
     code = (

@@ -18,9 +18,9 @@ from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
 from tenxgraph.core.state.lazy_history import LazyHistory
-from tenxgraph.storage.checkpointer.base import same_version
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
+from tenxgraph.storage.checkpointer.versions import same_version
 
 log = get_logger("tenxgraph.threads")
 

@@ -16,18 +16,13 @@ from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.core.state.message import id_mark, made_after
 from tenxgraph.core.state.sealed import seal
-from tenxgraph.storage.checkpointer._codec import (
-    Listed,
-    decode_messages,
-    decode_state,
-    stored_text,
-)
 from tenxgraph.utils.sync_bridge import read_blocking
 
 S = TypeVar("S", bound=AgentState)
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from tenxgraph.storage.checkpointer._codec import Listed
     from tenxgraph.storage.checkpointer.base import BaseCheckpointer
 
 #: messages a thread is loaded with (the recent ones); older ones are fetched when read
@@ -107,6 +102,8 @@ class LogPager:
         """One of the recent messages, decoded (and sealed) the first time it is asked for."""
         item = self.recent[position - self.first]
         if isinstance(item, str):
+            from tenxgraph.storage.checkpointer._codec import decode_messages  # (loaded by then)
+
             item = decode_messages(self.state_type, self.thread_id, [item], position)[0]
             seal(item)
             self.recent[position - self.first] = item
@@ -211,6 +208,8 @@ def system_rows(
 ) -> list[tuple[int, Message]]:
     """(position, message) of the rows (seq, body) holding a system message, sealed; a row
     that only mentions the role elsewhere (in a metadata key, say) is left out."""
+    from tenxgraph.storage.checkpointer._codec import decode_messages, stored_text
+
     found = []
     for row in rows:
         seq = int(row[0])
@@ -248,6 +247,9 @@ def recent_state(
     those of them the log holds; `listed`: the step, status and node of the header's
     checkpoint row (see `decode_state`); `incarnation`: what identifies the thread in its
     store (see `BaseCheckpointer.aread_log`)."""
+    # (the stores' codec, imported by the stores: not by a graph that only runs)
+    from tenxgraph.storage.checkpointer._codec import decode_state
+
     first = stored - len(bodies)
     if first <= 0:
         state = decode_state(state_type, thread_id, header, bodies, listed=listed)
