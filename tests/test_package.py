@@ -80,8 +80,8 @@ def test_the_first_import_leaves_the_stores_for_compile(tmp_path: Path) -> None:
         "import sys\n"
         "import tenxgraph\n"
         "from tenxgraph import StateGraph, AgentState, Message\n"
-        "names = ['json', 'tenxgraph.storage.checkpointer.base',\n"
-        "         'tenxgraph.storage.checkpointer._codec', 'tenxgraph.storage.checkpointer.memory']\n"
+        "stores = 'tenxgraph.storage.checkpointer.'\n"
+        "names = ['json', stores + 'base', stores + '_codec', stores + 'memory']\n"
         "print([n for n in names if n in sys.modules])\n"
     )
     proc = run_python("-c", code, cwd=tmp_path)
