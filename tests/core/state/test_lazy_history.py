@@ -149,6 +149,28 @@ def test_appending_in_place_skips_stored_messages_and_fetches_nothing() -> None:
     assert all_stored(history, [log[5], new])
 
 
+def test_copies_keep_every_message_read_below_the_recent_ones() -> None:
+    """A copy (what every merge makes) holds placeholders only where nothing was read yet:
+    messages read from an old page, or found as system messages, are in it, and reading
+    them again fetches nothing; a fully read history copies as a plain one."""
+    history, pager, log = lazy(1000, 10)
+    assert history[5] is log[5]  # page 0 read
+    systems = history.with_role_system(500, 600)  # found through the index, placed
+    assert systems
+    assert all(m.role == "system" for m in systems)
+    reads = len(pager.reads)
+    twin = add_messages(history, [Message.text_message("new")])
+    assert isinstance(twin, LazyHistory)
+    assert len(twin) == 1001
+    assert [twin[i] for i in range(64)] == log[:64]
+    assert [m for m in twin[500:600] if m.role == "system"] == systems
+    assert len(pager.reads) == reads + 1  # the slice's pages not read yet, in one read
+    assert twin.copy()[5] is log[5]
+    whole, _, whole_log = lazy(300, 10)
+    list(whole)  # everything read
+    assert list.__eq__(whole.copy(), whole_log)
+
+
 def test_sealing_a_lazy_history_fetches_nothing() -> None:
     history, pager, _ = lazy(1000, 10)
     new = Message.text_message("new")
