@@ -188,14 +188,12 @@ class Opening:
             appended = append_messages(before, messages)  # read for this run: held by it alone
         elif messages:
             set_fields(state, context=program.merge_messages(before, messages))
-        # a fork from an earlier version rewrites the log to that version's history
-        added = (
-            None
-            if forked
-            else appended
-            if appended is not None
-            else log_entries(before, state.context, program.append_only, version is None)
-        )
+        if forked:  # a fork from an earlier version rewrites the log to that version's history
+            added = None
+        elif appended is not None:
+            added = appended
+        else:
+            added = log_entries(before, state.context, program.append_only, version is None)
         self.version = await self.keeper.save(state, version, added)
         checkpointer = program.checkpointer
         # a stop asked for while no run held the thread is not meant for this one (a store
