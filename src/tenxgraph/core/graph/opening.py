@@ -132,9 +132,10 @@ class Opening:
         program = self.program
         thread_id = self.settings.thread_id
         self.next_names, self.deferred, self.skip_breakpoint = None, [], False
-        state, version, forked = await self.threads.checkout(
+        state, version, source = await self.threads.checkout(
             thread_id, self.settings.checkpoint_version, _input_ids(self.input_data)
         )
+        forked = source == "fork"
         data = _checked_input(self.input_data)
         self.given = given = input_messages(data.get("messages"))
         # the thread keeps copies: the caller may go on using (and changing) its objects
@@ -184,7 +185,7 @@ class Opening:
         meta.internal_data.pop("error", None)
         before = state.context
         appended = None
-        if messages and program.append_only and type(before) is LazyHistory and before.claim():
+        if messages and program.append_only and source == "read" and type(before) is LazyHistory:
             appended = append_messages(before, messages)  # read for this run: held by it alone
         elif messages:
             set_fields(state, context=program.merge_messages(before, messages))

@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tenxgraph.core.exceptions import ResourceNotFoundError
 from tenxgraph.core.graph.program import Program
 from tenxgraph.core.redaction import get_logger
 from tenxgraph.core.state import AgentState, Message
 from tenxgraph.core.state._construct import copied
-from tenxgraph.core.state.lazy_history import LazyHistory
 from tenxgraph.storage.checkpointer.lease import busy_error, waited_error
 from tenxgraph.storage.checkpointer.paging import RECENT_MESSAGES
 from tenxgraph.storage.checkpointer.versions import same_version
 
 log = get_logger("tenxgraph.threads")
+
+#: where `Threads.checkout` got a state: a new thread's, the one kept from the last run, the
+#: stored head read now for this run alone, or an older stored version (a fork)
+Source = Literal["new", "kept", "read", "fork"]
 
 LIVE_THREADS = 1024  # per app: states kept in memory between runs, so a run need not reload
 LIVE_BYTES = 256 * 2**20  # per app: and at most about this much memory for their messages
@@ -117,17 +120,17 @@ class Threads:
 
     async def checkout(
         self, thread_id: str, version: int | None = None, look_up: Collection[str | int] = ()
-    ) -> tuple[AgentState, int | None, bool]:
-        """The thread's state for a run, the version it is at, and whether it was loaded from
-        an older `version` (a fork). Kept from the last run if still current, else loaded; a
-        fresh state for a new thread. The run owns it until it ends. `look_up`: ids of the
-        messages the run will merge (a loading store may say in the same read which of them
-        it holds)."""
+    ) -> tuple[AgentState, int | None, Source]:
+        """The thread's state for a run, the version it is at, and where it came from. Kept
+        from the last run if still current, else loaded; a fresh state for a new thread. The
+        run owns it until it ends; one it "read" nothing else has ever held. `look_up`: ids
+        of the messages the run will merge (a loading store may say in the same read which of
+        them it holds)."""
         checkpointer = self.program.checkpointer
         if checkpointer is None:
             if version is not None:
                 raise ValueError("config['checkpoint_version'] needs a graph with a checkpointer")
-            return self.new_state(), None, False
+            return self.new_state(), None, "new"
         kept = self._forget(thread_id)
         if kept is None and version is None:  # nothing to compare: read it at once
             return await self._load(thread_id, look_up)
@@ -141,11 +144,11 @@ class Threads:
             if version != head:
                 snapshot = await checkpointer.aload(thread_id, self.program.state_type, version)
                 assert snapshot is not None
-                return snapshot.state, head, True
+                return snapshot.state, head, "fork"
         if kept is not None and same_version(kept[0], head):
-            return kept[1], head, False
+            return kept[1], head, "kept"
         if head is None:
-            return self.new_state(), None, False
+            return self.new_state(), None, "new"
         return await self._load(thread_id, look_up)
 
     def forget(self, thread_id: str) -> None:
@@ -166,7 +169,7 @@ class Threads:
 
     async def _load(
         self, thread_id: str, look_up: Collection[str | int] = ()
-    ) -> tuple[AgentState, int | None, bool]:
+    ) -> tuple[AgentState, int | None, Source]:
         """The stored thread with its recent messages only (older ones are read from the
         store if a node reads them), or a new state."""
         checkpointer = self.program.checkpointer
@@ -174,8 +177,8 @@ class Threads:
         state_type = self.program.state_type
         snapshot = await checkpointer.aload_recent(thread_id, state_type, RECENT_MESSAGES, look_up)
         if snapshot is None:
-            return self.new_state(), None, False
-        return snapshot.state, snapshot.version, False
+            return self.new_state(), None, "new"
+        return snapshot.state, snapshot.version, "read"
 
     async def current(self, thread_id: str, version: int | None = None) -> AgentState | None:
         """The kept state of `thread_id` if it is still the stored head (and `version`, when
@@ -194,9 +197,6 @@ class Threads:
             return
         live = self.live
         self._forget(thread_id)
-        history = state.context
-        if type(history) is LazyHistory:  # others may hold a kept one: never appended in place
-            history.claim()
         size = STATE_BYTES + MESSAGE_BYTES * in_memory(state.context)
         live[thread_id] = (version, state, size)
         self.live_bytes += size

@@ -82,13 +82,12 @@ _extend: Callable[[list[Any], Iterable[Any]], None] = list.extend
 class LazyHistory(MessageHistory):
     """A message history backed by a store for its first `stored` positions."""
 
-    __slots__ = ("_filled", "_fresh", "_loaded", "_low", "_pager", "_stored")
+    __slots__ = ("_filled", "_loaded", "_low", "_pager", "_stored")
 
     _pager: Pager | None
     _stored: int
     _loaded: bytearray  # per page of the stored part: 1 once every message of it is in memory
     _filled: int  # positions of the stored part in memory
-    _fresh: bool  # just read from the store, held by its reader alone (see `claim`)
     _low: int  # every position below it is UNLOADED (see `_unloaded`)
 
     @classmethod
@@ -108,17 +107,8 @@ class LazyHistory(MessageHistory):
         index = _IdIndex({m.message_id for m in recent}, stored)
         index.sealed = stored  # messages come sealed from the store
         history._index = index
-        history._fresh = True
         untrack_history(history)
         return history
-
-    def claim(self) -> bool:
-        """Whether this is a history read from the store that nothing else has held: true for
-        the first caller only (a run that read its thread may then append to it in place,
-        where a merge would copy its 50,000 positions)."""
-        fresh = getattr(self, "_fresh", False)
-        self._fresh = False
-        return fresh
 
     # -- fetching ------------------------------------------------------------------------------
 

@@ -138,7 +138,7 @@ def add_messages(left: Sequence[Message], right: Sequence[Message] | Message) ->
 def append_messages(history: MessageHistory, right: Sequence[Message]) -> list[Message]:
     """`add_messages` in place: appends to `history` itself, by the same rules, and returns
     what it appended. Only for a history nothing else holds (a run's thread as just read from
-    its store, see `LazyHistory.claim`): whoever held it would see it change. (Written apart
+    its store, `Threads.checkout`'s "read"): whoever held it would see it change. (Written apart
     from `add_messages`, which runs at every step, to keep that one call shorter.)"""
     index = _index_of(history)
     ids = index.ids
